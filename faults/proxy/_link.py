@@ -1,0 +1,257 @@
+"""One direction of one proxied connection: reader > toxic stages > writer.
+
+With no toxic on the direction, the reader writes straight to the destination socket: an
+empty chain costs one ``receive_some`` and one ``send_all`` per chunk. With toxics, chunks
+go ``reader > stage > ... > stage > writer`` over unbuffered memory channels. A change of
+the toxic list rebuilds the stages without touching the reader or the writer, and every
+chunk the old stages held re-enters the new chain (see ``faults.proxy._stage``)::
+
+    client --read--> [reader] --head--> [latency] --> [slicer] --tail--> [writer] --> server
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import trio
+
+from chaos.rng import derive_rng
+from faults.proxy._chunk import CHUNK_SIZE, Chunk
+from faults.proxy._stage import Stage
+from faults.proxy.toxics.base import Toxic
+
+if TYPE_CHECKING:
+    from faults.proxy._connection import Connection
+    from faults.proxy._spec import ToxicSpec
+
+Stream = Literal["upstream", "downstream"]
+
+_PASSTHROUGH = Toxic()
+
+
+class Direction:
+    """Moves bytes from ``src`` to ``dst`` through the toxics of one stream."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        stream: Stream,
+        src: trio.SocketStream,
+        dst: trio.SocketStream,
+        specs: Sequence[ToxicSpec],
+    ) -> None:
+        self.connection = connection
+        self.stream = stream
+        self._src = src
+        self._dst = dst
+        self._specs: list[ToxicSpec] = list(specs)
+        self._changed = trio.Event()
+        self._direct = True
+        self._direct_ready = trio.Event()
+        self._direct_ready.set()
+        self._head_send, self._head_recv = trio.open_memory_channel[Chunk](0)
+        self._tail_send, self._tail_recv = trio.open_memory_channel[Chunk](0)
+        self._writer_backlog: deque[Chunk] = deque()
+        self._reader_scope: trio.CancelScope | None = None
+        self._writer_scope: trio.CancelScope | None = None
+        self._rngs: dict[tuple[str, str], random.Random] = {}
+        self._states: dict[str, dict[str, object]] = {}
+        self._active: dict[str, tuple[int, bool]] = {}
+        self.bytes = 0
+
+    # -- the toxic list -------------------------------------------------------------
+
+    def set_specs(self, specs: Sequence[ToxicSpec]) -> None:
+        """Replace the toxic list; the chain is rebuilt at once, nothing held is lost."""
+        self._specs = list(specs)
+        self._changed.set()
+
+    def is_applied(self, toxic: str) -> bool:
+        """Whether the toxic named ``toxic`` won its toxicity draw on this direction."""
+        return self._active.get(toxic, (0, False))[1]
+
+    def rng(self, toxic: str, stream: str) -> random.Random:
+        key = (toxic, stream)
+        rng = self._rngs.get(key)
+        if rng is None:
+            c = self.connection
+            rng = derive_rng(c.proxy.seed, stream, c.proxy.name, toxic, c.index, self.stream)
+            self._rngs[key] = rng
+        return rng
+
+    def record_draw(self, toxic: str, stream: str, value: object, **extra: object) -> None:
+        c = self.connection
+        c.proxy.emit(
+            "draw",
+            toxic=toxic,
+            conn=c.index,
+            direction=self.stream,
+            stream=stream,
+            value=value,
+            **extra,
+        )
+
+    # -- tasks ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read)
+            nursery.start_soon(self._write)
+            nursery.start_soon(self._manage)
+
+    async def _read(self) -> None:
+        src, dst = self._src, self._dst
+        while True:
+            data = await src.receive_some(CHUNK_SIZE)
+            self.bytes += len(data)
+            chunk = Chunk(data, trio.current_time())
+            while True:
+                if self._direct:
+                    if not self._direct_ready.is_set():
+                        await self._direct_ready.wait()
+                        continue
+                    if not data:
+                        self.connection.abort()
+                        return
+                    await dst.send_all(data)
+                    break
+                with trio.CancelScope() as scope:
+                    self._reader_scope = scope
+                    await self._head_send.send(chunk)
+                self._reader_scope = None
+                if not scope.cancelled_caught:
+                    break
+            if not data:
+                return
+
+    async def _write(self) -> None:
+        dst = self._dst
+        while True:
+            if self._writer_backlog:
+                chunk = self._writer_backlog.popleft()
+            else:
+                if self._direct and not self._direct_ready.is_set():
+                    self._direct_ready.set()
+                with trio.CancelScope() as scope:
+                    self._writer_scope = scope
+                    chunk = await self._tail_recv.receive()
+                self._writer_scope = None
+                if scope.cancelled_caught:
+                    continue
+            if chunk.eof:
+                self.connection.abort()
+                return
+            await dst.send_all(chunk.data)
+
+    async def _manage(self) -> None:
+        running: list[Stage] = []
+        while True:
+            specs = self._specs
+            self._place_held(running, specs)
+            running = []
+            if not specs:
+                self._go_direct()
+                await self._wait_changed()
+                continue
+            self._go_chained()
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    running = self._start_stages(nursery, specs)
+                    await self._wait_changed()
+                    scope.cancel()
+
+    async def _wait_changed(self) -> None:
+        await self._changed.wait()
+        self._changed = trio.Event()
+
+    # -- switching modes --------------------------------------------------------------
+
+    def _go_direct(self) -> None:
+        if self._direct:
+            return
+        self._direct = True
+        self._direct_ready = trio.Event()
+        if self._reader_scope is not None:
+            self._reader_scope.cancel()
+        self._wake_writer()
+
+    def _go_chained(self) -> None:
+        if not self._direct:
+            return
+        self._direct = False
+        self._direct_ready.set()  # wakes a reader waiting to go direct: it re-checks
+
+    def _wake_writer(self) -> None:
+        if self._writer_scope is not None:
+            self._writer_scope.cancel()
+
+    # -- the chain ------------------------------------------------------------------
+
+    def _place_held(self, old: list[Stage], specs: Sequence[ToxicSpec]) -> None:
+        """Hand every chunk the old stages held to the stage it must re-enter."""
+        names = [s.name for s in specs]
+        old_names = {s.name for s in old}
+        for name in list(self._states):
+            if name not in names:
+                self._forget(name)
+        self._backlogs: dict[int, list[Chunk]] = {}
+        to_writer: list[Chunk] = []
+        first_new = next((i for i, s in enumerate(specs) if s.name not in old_names), None)
+        # Stages further down the chain hold older data: walk them back to front.
+        for pos in range(len(old) - 1, -1, -1):
+            held = old[pos].held()
+            if not held:
+                continue
+            target = next((names.index(s.name) for s in old[pos:] if s.name in names), first_new)
+            if target is None:
+                to_writer.extend(held)
+            else:
+                self._backlogs.setdefault(target, []).extend(held)
+        if to_writer:
+            self._writer_backlog.extend(to_writer)
+            self._wake_writer()
+
+    def _forget(self, name: str) -> None:
+        self._states.pop(name, None)
+        self._active.pop(name, None)
+        for key in [k for k in self._rngs if k[0] == name]:
+            del self._rngs[key]
+
+    def _start_stages(self, nursery: trio.Nursery, specs: Sequence[ToxicSpec]) -> list[Stage]:
+        stages: list[Stage] = []
+        receive = self._head_recv
+        for i, spec in enumerate(specs):
+            if i == len(specs) - 1:
+                send = self._tail_send
+                next_receive = None
+            else:
+                send, next_receive = trio.open_memory_channel[Chunk](0)
+            active = self._is_active(spec)
+            stage = Stage(
+                self,
+                spec.name,
+                spec.toxic if active else _PASSTHROUGH,
+                self._states.setdefault(spec.name, {}),
+                self._backlogs.get(i, []),
+                receive,
+                send,
+            )
+            stages.append(stage)
+            nursery.start_soon(stage.toxic.pipe, stage)
+            if next_receive is not None:
+                receive = next_receive
+        return stages
+
+    def _is_active(self, spec: ToxicSpec) -> bool:
+        """Draw toxicity once per start (add or update) of a toxic on this direction."""
+        known = self._active.get(spec.name)
+        if known is not None and known[0] == spec.uid:
+            return known[1]
+        draw = self.rng(spec.name, "toxicity").random()
+        active = draw < spec.toxicity
+        self._active[spec.name] = (spec.uid, active)
+        self.record_draw(spec.name, "toxicity", draw, toxicity=spec.toxicity, applied=active)
+        return active

@@ -1,0 +1,97 @@
+"""One toxic running on one direction of one connection.
+
+A direction's chain is ``reader > stage > stage > ... > writer``: trio tasks joined by
+unbuffered memory channels, so every chunk in flight is either in some stage's ``backlog``
+(handed over by a previous chain, not yet received), in its ``pending`` (received, not yet
+forwarded), or being sent (a memory-channel send is atomic under cancellation). When the
+chain changes, the stages are cancelled and their ``backlog + pending`` re-enter the new
+chain at the right place: nothing is lost and order is kept.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import TYPE_CHECKING, NoReturn
+
+import trio
+
+from faults.proxy._chunk import Chunk
+
+if TYPE_CHECKING:
+    from faults.proxy._link import Direction
+    from faults.proxy.toxics.base import Toxic
+
+
+class Stage:
+    """The context a toxic's ``pipe`` works through."""
+
+    def __init__(
+        self,
+        direction: Direction,
+        name: str,
+        toxic: Toxic,
+        state: dict[str, object],
+        backlog: list[Chunk],
+        input: trio.MemoryReceiveChannel[Chunk],
+        output: trio.MemorySendChannel[Chunk],
+    ) -> None:
+        self.direction = direction
+        self.name = name
+        self.toxic = toxic
+        #: Per-toxic state that survives restarts of the toxic on this direction.
+        self.state = state
+        self.backlog: deque[Chunk] = deque(backlog)
+        self.pending: deque[Chunk] = deque()
+        self._input = input
+        self._output = output
+
+    async def receive(self) -> Chunk:
+        """Take the next chunk (from the backlog first) and append it to ``pending``."""
+        if self.backlog:
+            chunk = self.backlog.popleft()
+        else:
+            chunk = await self._input.receive()
+        self.pending.append(chunk)
+        return chunk
+
+    async def forward(self) -> None:
+        """Send the oldest pending chunk downstream."""
+        await self._output.send(self.pending[0])
+        self.pending.popleft()
+
+    async def emit(self, chunk: Chunk) -> None:
+        """Send a chunk that is not (or no longer) in ``pending``: a piece of one, say."""
+        await self._output.send(chunk)
+
+    def drop(self) -> None:
+        """Discard the oldest pending chunk."""
+        self.pending.popleft()
+
+    def rng(self, stream: str) -> random.Random:
+        """This toxic's named random stream on this direction of this connection."""
+        return self.direction.rng(self.name, stream)
+
+    def record(self, stream: str, value: object) -> None:
+        """Report a random draw to the proxy's observer."""
+        self.direction.record_draw(self.name, stream, value)
+
+    async def close(self) -> NoReturn:
+        """End the stream here: send EOF downstream (data before it still flows), then
+        swallow everything that arrives after."""
+        self.pending.clear()
+        self.backlog.clear()
+        if not self.state.get("_closed"):
+            await self._output.send(Chunk(b"", trio.current_time()))
+            self.state["_closed"] = True
+        while True:
+            await self._input.receive()
+
+    async def reset(self) -> NoReturn:
+        """Close the whole connection with a TCP RST."""
+        self.direction.connection.abort(reset=True)
+        await trio.sleep_forever()
+
+    def held(self) -> list[Chunk]:
+        """Every chunk this stage still owes downstream, oldest first."""
+        return [*self.pending, *self.backlog]

@@ -1,0 +1,220 @@
+"""One proxy: a listener, its live connections, and its toxics (upstream and downstream)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from chaos.errors import BadRequest, InvalidToxic, ToxicExists, ToxicNotFound
+from faults.proxy._address import bind_listener, split_host_port
+from faults.proxy._connection import Connection
+from faults.proxy._spec import ToxicSpec
+from faults.proxy.toxics import TOXIC_TYPES
+
+if TYPE_CHECKING:
+    from faults.proxy.server import ProxyServer
+
+STREAMS = ("upstream", "downstream")
+
+
+class Proxy:
+    """A Toxiproxy proxy. Create it through ``ProxyServer.create_proxy``."""
+
+    def __init__(
+        self, server: ProxyServer, name: str, listen: str, upstream: str, enabled: bool
+    ) -> None:
+        self.check_upstream(upstream)
+        self.server = server
+        self.name = name
+        self.listen = listen
+        self.upstream = upstream
+        self.enabled = False
+        self.connections: set[Connection] = set()
+        self.connection_count = 0
+        self._toxics: dict[str, ToxicSpec] = {}
+        self._listener: trio.socket.SocketType | None = None
+        self._scope: trio.CancelScope | None = None
+        self._connection_hooks: list[Callable[[Connection], None]] = []
+        if enabled:
+            self.start()
+
+    @staticmethod
+    def check_upstream(upstream: Any) -> None:
+        if not isinstance(upstream, str) or not upstream:
+            raise BadRequest("missing required field: upstream")
+        split_host_port(upstream, "upstream")
+
+    @property
+    def seed(self) -> int:
+        return self.server.seed
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.server.emit(event, proxy=self.name, **fields)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind the listener (raises ``BindError``) and start accepting."""
+        if self.enabled:
+            return
+        sock, self.listen = bind_listener(self.listen)
+        self._listener = sock
+        self._scope = trio.CancelScope()
+        self.enabled = True
+        self.server.spawn(self._serve, sock, self._scope)
+
+    def stop(self) -> None:
+        """Close the listener and every connection."""
+        if not self.enabled:
+            return
+        self.enabled = False
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._listener is not None:
+            self._listener.close()
+        for conn in list(self.connections):
+            conn.abort(reason="proxy disabled")
+        self._listener = None
+        self._scope = None
+
+    async def _serve(self, sock: trio.socket.SocketType, scope: trio.CancelScope) -> None:
+        listener = trio.SocketListener(sock)
+        with scope:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    try:
+                        client = await listener.accept()
+                    except (trio.ClosedResourceError, OSError):
+                        return
+                    index = self.connection_count
+                    self.connection_count += 1
+                    nursery.start_soon(self._handle, client, index)
+
+    async def _handle(self, client: trio.SocketStream, index: int) -> None:
+        host, port = split_host_port(self.upstream, "upstream")
+        server: trio.SocketStream | None = None
+        try:
+            with trio.move_on_after(self.server.dial_timeout):
+                server = await trio.open_tcp_stream(host, port)
+        except OSError as exc:
+            self.emit("dial_failed", conn=index, upstream=self.upstream, error=str(exc))
+        if server is None:
+            client.socket.close()
+            return
+        conn = Connection(self, index, client, server)
+        self.connections.add(conn)
+        self.emit("connection_opened", conn=index, upstream=self.upstream)
+        for hook in list(self._connection_hooks):
+            hook(conn)
+        try:
+            await conn.run()
+        finally:
+            self.connections.discard(conn)
+            self.emit(
+                "connection_closed",
+                conn=index,
+                reason=conn.reason,
+                bytes_upstream=conn.upstream.bytes,
+                bytes_downstream=conn.downstream.bytes,
+            )
+
+    def on_connection(self, hook: Callable[[Connection], None]) -> Callable[[], None]:
+        """Call ``hook`` for every new connection; returns a function that unregisters it."""
+        self._connection_hooks.append(hook)
+        return lambda: self._connection_hooks.remove(hook)
+
+    # -- toxics -------------------------------------------------------------------
+
+    def specs(self, stream: str) -> list[ToxicSpec]:
+        return [t for t in self._toxics.values() if t.stream == stream]
+
+    def toxics(self) -> list[ToxicSpec]:
+        """Upstream toxics in insertion order, then downstream."""
+        return self.specs("upstream") + self.specs("downstream")
+
+    def get_toxic(self, name: str) -> ToxicSpec:
+        try:
+            return self._toxics[name]
+        except KeyError:
+            raise ToxicNotFound() from None
+
+    def add_toxic(
+        self,
+        type: str,
+        *,
+        name: str | None = None,
+        stream: str = "downstream",
+        toxicity: float = 1.0,
+        attributes: Any = None,
+    ) -> ToxicSpec:
+        stream = _check_stream(stream)
+        cls = TOXIC_TYPES.get(type) if isinstance(type, str) else None
+        if cls is None:
+            raise InvalidToxic()
+        if name is None or name == "":
+            name = f"{type}_{stream}"
+        if name in self._toxics:
+            raise ToxicExists()
+        spec = ToxicSpec(name, stream, _check_toxicity(toxicity), cls.from_json(attributes))
+        self._toxics[name] = spec
+        self._apply(stream)
+        self.emit("toxic_added", **spec.to_json())
+        return spec
+
+    def update_toxic(
+        self, name: str, *, attributes: Any = None, toxicity: float | None = None
+    ) -> ToxicSpec:
+        old = self.get_toxic(name)
+        toxic = type(old.toxic).from_json(attributes, base=old.toxic.attributes)
+        tox = old.toxicity if toxicity is None else _check_toxicity(toxicity)
+        spec = ToxicSpec(old.name, old.stream, tox, toxic)
+        self._toxics[name] = spec
+        self._apply(spec.stream)
+        self.emit("toxic_updated", **spec.to_json())
+        return spec
+
+    def remove_toxic(self, name: str) -> None:
+        spec = self.get_toxic(name)
+        del self._toxics[name]
+        if spec.type == "timeout":
+            # Removing a timeout closes the connections it was holding (as the reference).
+            for conn in list(self.connections):
+                if conn.direction(spec.stream).is_applied(name):
+                    conn.abort(reason="timeout removed")
+        self._apply(spec.stream)
+        self.emit("toxic_removed", name=name, type=spec.type, stream=spec.stream)
+
+    def remove_all_toxics(self) -> None:
+        for name in list(self._toxics):
+            self.remove_toxic(name)
+
+    def _apply(self, stream: str) -> None:
+        specs = self.specs(stream)
+        for conn in self.connections:
+            conn.direction(stream).set_specs(specs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "listen": self.listen,
+            "upstream": self.upstream,
+            "enabled": self.enabled,
+            "toxics": [t.to_json() for t in self.toxics()],
+        }
+
+
+def _check_stream(stream: Any) -> str:
+    if not isinstance(stream, str) or stream.lower() not in STREAMS:
+        raise BadRequest("stream was invalid, can be either upstream or downstream")
+    return stream.lower()
+
+
+def _check_toxicity(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRequest(f"bad request body: toxicity must be a number, got {value!r}")
+    result = float(value)
+    if not 0.0 <= result <= 1.0:
+        raise BadRequest(f"bad request body: toxicity must be between 0 and 1, got {result}")
+    return result

@@ -1,0 +1,149 @@
+"""The proxy server: a registry of proxies running in one trio nursery.
+
+This is the in-process API the harness uses (no HTTP)::
+
+    async with open_proxy_server(seed=7, observer=trace.record) as server:
+        proxy = server.create_proxy("pg", "127.0.0.1:0", "127.0.0.1:5432")
+        proxy.add_toxic("latency", attributes={"latency": 100, "jitter": 10})
+        ...
+
+Leaving the block closes every listener and connection. The HTTP API
+(``faults.proxy.http``) is a thin layer over the same methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from chaos.errors import BadRequest, ProxyExists, ProxyNotFound
+from faults.proxy.proxy import Proxy
+
+Observer = Callable[[dict[str, Any]], None]
+
+#: Proxy names are path segments of the HTTP API.
+_MAX_NAME = 256
+
+
+class ProxyServer:
+    """Proxies by name. Methods are synchronous: binding happens at once, so errors are
+    raised to the caller; traffic runs in the server's nursery."""
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        seed: int = 0,
+        observer: Observer | None = None,
+        dial_timeout: float = 5.0,
+    ) -> None:
+        self._nursery = nursery
+        self.seed = seed
+        self.dial_timeout = dial_timeout
+        self._observers: list[Observer] = [observer] if observer else []
+        self.proxies: dict[str, Proxy] = {}
+
+    def emit(self, event: str, **fields: Any) -> None:
+        record = {"event": event, **fields}
+        for observer in self._observers:
+            observer(record)
+
+    def add_observer(self, observer: Observer) -> None:
+        self._observers.append(observer)
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        self._nursery.start_soon(fn, *args)
+
+    # -- proxies ------------------------------------------------------------------
+
+    def get_proxy(self, name: str) -> Proxy:
+        try:
+            return self.proxies[name]
+        except KeyError:
+            raise ProxyNotFound() from None
+
+    def create_proxy(self, name: str, listen: str, upstream: str, *, enabled: bool = True) -> Proxy:
+        _check_name(name)
+        if name in self.proxies:
+            raise ProxyExists()
+        proxy = Proxy(self, name, listen, upstream, enabled)
+        self.proxies[name] = proxy
+        self.emit("proxy_created", **proxy.to_json())
+        return proxy
+
+    def update_proxy(
+        self,
+        name: str,
+        *,
+        listen: str | None = None,
+        upstream: str | None = None,
+        enabled: bool | None = None,
+    ) -> Proxy:
+        """Partial update; a new listen or upstream restarts the proxy (toxics kept)."""
+        proxy = self.get_proxy(name)
+        restart = (listen is not None and listen != proxy.listen) or (
+            upstream is not None and upstream != proxy.upstream
+        )
+        if upstream is not None:
+            Proxy.check_upstream(upstream)
+        if restart:
+            was_enabled = proxy.enabled
+            old_listen = proxy.listen
+            proxy.stop()
+            if listen is not None:
+                proxy.listen = listen
+            if upstream is not None:
+                proxy.upstream = upstream
+            if was_enabled or enabled:
+                try:
+                    proxy.start()
+                except Exception:
+                    proxy.listen = old_listen
+                    raise
+        if enabled is True:
+            proxy.start()
+        elif enabled is False:
+            proxy.stop()
+        self.emit("proxy_updated", **proxy.to_json())
+        return proxy
+
+    def delete_proxy(self, name: str) -> None:
+        proxy = self.get_proxy(name)
+        proxy.stop()
+        del self.proxies[name]
+        self.emit("proxy_deleted", name=name)
+
+    def reset(self) -> None:
+        """Enable every proxy and remove every toxic."""
+        for proxy in self.proxies.values():
+            proxy.remove_all_toxics()
+            proxy.start()
+        self.emit("reset")
+
+    def close(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.stop()
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise BadRequest("missing required field: name")
+    if len(name) > _MAX_NAME or "/" in name:
+        raise BadRequest(f"bad request body: invalid proxy name {name[:40]!r}")
+
+
+@asynccontextmanager
+async def open_proxy_server(
+    *, seed: int = 0, observer: Observer | None = None, dial_timeout: float = 5.0
+) -> AsyncIterator[ProxyServer]:
+    """A proxy server whose proxies and connections all end when the block ends."""
+    async with trio.open_nursery() as nursery:
+        server = ProxyServer(nursery, seed=seed, observer=observer, dial_timeout=dial_timeout)
+        try:
+            yield server
+        finally:
+            server.close()
+            nursery.cancel_scope.cancel()
