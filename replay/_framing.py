@@ -56,6 +56,8 @@ def decode_payload(body: bytes, index: int, offset: int) -> dict[str, Any]:
     where = f"frame {index} at byte {offset}"
     try:
         obj = msgpack.unpackb(body, raw=False, strict_map_key=False, use_list=True)
+    except msgpack.ExtraData:
+        raise TraceFormatError(f"{where} is not valid msgpack (trailing bytes)") from None
     except Exception as exc:  # msgpack raises many types for bad bytes; all mean "malformed"
         raise TraceFormatError(f"{where} is not valid msgpack ({type(exc).__name__})") from None
     if not isinstance(obj, dict):

@@ -38,10 +38,14 @@ def _phase(event: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def _target(value: object) -> str:
+    """The fault's target as "kind:name" or a bare name; "-" when the event names none."""
     if isinstance(value, Mapping):
         for key in _TARGET_KEYS:
-            if key in value:
-                return str(value[key])
+            target = value.get(key)
+            if isinstance(target, Mapping) and {"kind", "name"} <= target.keys():
+                return f"{target['kind']}:{target['name']}"
+            if target is not None:
+                return str(target)
     return "-"
 
 

@@ -158,11 +158,26 @@ def test_fault_spans_pairing() -> None:
         ev(3, "nemesis", "info", "partition", {"phase": "heal", "target": "a"}),
         ev(4, "nemesis", "fail", "stop-partition", {"target": "b"}),
         ev(5, "nemesis", "info", "stop-latency", {"link": "c"}),
+        ev(
+            6,
+            "nemesis",
+            "info",
+            "pause",
+            {"phase": "apply", "target": {"kind": "service", "name": "pg"}},
+        ),
+        ev(
+            7,
+            "nemesis",
+            "info",
+            "pause",
+            {"phase": "heal", "target": {"kind": "service", "name": "pg"}},
+        ),
     ]
     assert fault_spans(events) == [
         FaultSpan("partition", "a", 1 * S, 3 * S),
         FaultSpan("partition", "b", 2 * S, None),
         FaultSpan("latency", "c", None, 5 * S),
+        FaultSpan("pause", "service:pg", 6 * S, 7 * S),
     ]
 
 

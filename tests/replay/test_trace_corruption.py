@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import struct
 import tempfile
+import zlib
 from pathlib import Path
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,8 +46,6 @@ def test_random_frames_after_a_valid_preamble_never_crash_the_reader(data: bytes
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=100))
 def test_checksummed_garbage_payloads_are_format_errors(body: bytes) -> None:
-    import zlib
-
     frame = struct.pack(">II", len(body), zlib.crc32(body)) + body
     result = _read_or_error(raw_preamble() + raw_frame({"t": "header"}) + frame)
     if isinstance(result, TraceError):
@@ -161,6 +161,7 @@ def test_missing_file_is_a_trace_error(tmp_path: Path) -> None:
         ({"t": 5}, "frame 1 at byte 28 has no frame type (missing 't' key)"),
         ({"t": "header"}, "frame 1 at byte 28 is a second 'header' frame"),
     ],
+    ids=["list", "no-t", "t-not-str", "second-header"],
 )
 def test_malformed_frames(payload: object, message: str) -> None:
     data = raw_preamble() + raw_frame({"t": "header"}) + raw_frame(payload)
@@ -168,6 +169,14 @@ def test_malformed_frames(payload: object, message: str) -> None:
     with pytest.raises(TraceFormatError) as info:
         _read_bytes(data)
     assert str(info.value) == message
+
+
+def test_payload_with_trailing_bytes() -> None:
+    body = msgpack.packb({"t": "event"}) + b"\x00"
+    frame = struct.pack(">II", len(body), zlib.crc32(body)) + body
+    with pytest.raises(TraceFormatError) as info:
+        _read_bytes(raw_preamble() + raw_frame({"t": "header"}) + frame)
+    assert str(info.value) == "frame 1 at byte 28 is not valid msgpack (trailing bytes)"
 
 
 def test_first_frame_must_be_the_header() -> None:
