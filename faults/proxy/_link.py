@@ -31,6 +31,19 @@ Stream = Literal["upstream", "downstream"]
 
 _PASSTHROUGH = Toxic()
 
+#: Read sizes on a direction with no toxics (adaptive between these bounds).
+DIRECT_MIN = 64 * 1024
+DIRECT_MAX = 1024 * 1024
+
+
+async def send_all(sock: trio.socket.SocketType, data: bytes) -> None:
+    """Write all of ``data`` to a trio socket."""
+    sent = await sock.send(data)
+    if sent < len(data):
+        view = memoryview(data)
+        while sent < len(data):
+            sent += await sock.send(view[sent:])
+
 
 class Direction:
     """Moves bytes from ``src`` to ``dst`` through the toxics of one stream."""
@@ -49,7 +62,8 @@ class Direction:
         self._dst = dst
         self._specs: list[ToxicSpec] = list(specs)
         self._changed = trio.Event()
-        self._direct = True
+        # With toxics from the start, no chunk may go direct before the chain is up.
+        self._direct = not self._specs
         self._direct_ready = trio.Event()
         self._direct_ready.set()
         self._head_send, self._head_recv = trio.open_memory_channel[Chunk](0)
@@ -67,6 +81,9 @@ class Direction:
     def set_specs(self, specs: Sequence[ToxicSpec]) -> None:
         """Replace the toxic list; the chain is rebuilt at once, nothing held is lost."""
         self._specs = list(specs)
+        if self._specs:
+            # At once, so no chunk read from now on bypasses the new toxic.
+            self._go_chained()
         self._changed.set()
 
     def is_applied(self, toxic: str) -> bool:
@@ -103,32 +120,49 @@ class Direction:
             nursery.start_soon(self._manage)
 
     async def _read(self) -> None:
-        src, dst = self._src, self._dst
+        src = self._src.socket
+        size = DIRECT_MIN
         while True:
-            data = await src.receive_some(CHUNK_SIZE)
+            if self._direct:
+                # No toxic sees these reads, so their size adapts to the traffic.
+                data = await src.recv(size)
+                if len(data) == size:
+                    size = min(size * 2, DIRECT_MAX)
+                elif len(data) < size // 4:
+                    size = max(size // 2, DIRECT_MIN)
+            else:
+                data = await src.recv(CHUNK_SIZE)
             self.bytes += len(data)
-            chunk = Chunk(data, trio.current_time())
-            while True:
-                if self._direct:
-                    if not self._direct_ready.is_set():
-                        await self._direct_ready.wait()
-                        continue
-                    if not data:
-                        self.connection.abort()
-                        return
-                    await dst.send_all(data)
-                    break
-                with trio.CancelScope() as scope:
-                    self._reader_scope = scope
-                    await self._head_send.send(chunk)
-                self._reader_scope = None
-                if not scope.cancelled_caught:
-                    break
-            if not data:
+            if not await self._deliver(data, trio.current_time()):
                 return
 
+    async def _deliver(self, data: bytes, stamp: float) -> bool:
+        """Pass ``data`` on (empty means EOF); False once the stream has ended."""
+        while True:
+            if self._direct:
+                if not self._direct_ready.is_set():
+                    await self._direct_ready.wait()
+                    continue
+                if not data:
+                    self.connection.abort()
+                    return False
+                await send_all(self._dst.socket, data)
+                return True
+            piece = data[:CHUNK_SIZE]
+            with trio.CancelScope() as scope:
+                self._reader_scope = scope
+                await self._head_send.send(Chunk(piece, stamp))
+            self._reader_scope = None
+            if scope.cancelled_caught:
+                continue  # the chain went away while we waited: look again
+            if not piece:
+                return False
+            data = data[CHUNK_SIZE:]
+            if not data:
+                return True
+
     async def _write(self) -> None:
-        dst = self._dst
+        dst = self._dst.socket
         while True:
             if self._writer_backlog:
                 chunk = self._writer_backlog.popleft()
@@ -144,7 +178,7 @@ class Direction:
             if chunk.eof:
                 self.connection.abort()
                 return
-            await dst.send_all(chunk.data)
+            await send_all(dst, chunk.data)
 
     async def _manage(self) -> None:
         running: list[Stage] = []
