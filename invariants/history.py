@@ -1,0 +1,149 @@
+"""Jepsen-style histories: operations invoked and completed by processes, faults by the nemesis.
+
+Each ``Op`` is one line of the history: a process ``invoke``s an operation ``f`` and later
+completes it with ``ok`` (it happened), ``fail`` (it certainly did not) or ``info`` (unknown:
+it may or may not have happened). Faults are ops of the process ``"nemesis"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, get_args, overload
+
+from chaos.errors import ConfigError
+
+OpType = Literal["invoke", "ok", "fail", "info"]
+NEMESIS = "nemesis"
+_TYPES: tuple[str, ...] = get_args(OpType)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One history line: ``index`` orders the history, ``time_ns`` is since the run began."""
+
+    index: int
+    time_ns: int
+    process: str
+    type: OpType
+    f: str
+    value: Any = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("index", "time_ns"):
+            number = getattr(self, name)
+            if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+                raise ConfigError(f"op {name} must be an integer >= 0, got {number!r}")
+        if self.type not in _TYPES:
+            raise ConfigError(f"op type must be one of {', '.join(_TYPES)}, got {self.type!r}")
+        if not isinstance(self.process, str) or not isinstance(self.f, str):
+            raise ConfigError(f"op {self.index}: process and f must be strings")
+        if self.error is not None and not isinstance(self.error, str):
+            raise ConfigError(f"op {self.index}: error must be a string or None")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Op:
+        """An op from plain data; ConfigError if a field is missing, unknown or mistyped."""
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"op has unknown field(s): {', '.join(sorted(unknown))}")
+        try:
+            return cls(**data)
+        except TypeError:
+            missing = [n for n in ("index", "time_ns", "process", "type", "f") if n not in data]
+            raise ConfigError(f"op is missing {', '.join(missing)}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """An invocation and its completion (None while it is still pending at the end)."""
+
+    invoke: Op
+    completion: Op | None
+
+    @property
+    def outcome(self) -> str:
+        """``ok``, ``fail``, ``info`` or ``pending``."""
+        return "pending" if self.completion is None else self.completion.type
+
+
+class History(Sequence[Op]):
+    """An ordered, immutable sequence of ops (strictly increasing ``index``) with helpers."""
+
+    def __init__(self, ops: Iterable[Op | Mapping[str, Any]] = ()) -> None:
+        self._ops = tuple(op if isinstance(op, Op) else Op.from_dict(op) for op in ops)
+        for before, after in zip(self._ops, self._ops[1:], strict=False):
+            if after.index <= before.index:
+                raise ConfigError(
+                    f"history indices must increase: {after.index} after {before.index}"
+                )
+
+    @overload
+    def __getitem__(self, key: int) -> Op: ...
+    @overload
+    def __getitem__(self, key: slice) -> History: ...
+    def __getitem__(self, key: int | slice) -> Op | History:
+        return History(self._ops[key]) if isinstance(key, slice) else self._ops[key]
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self._ops)
+
+    def __repr__(self) -> str:
+        return f"History({len(self._ops)} ops)"
+
+    def by_f(self, f: str) -> History:
+        """The ops of operation ``f``."""
+        return History(op for op in self._ops if op.f == f)
+
+    def by_process(self, process: str) -> History:
+        return History(op for op in self._ops if op.process == process)
+
+    def nemesis(self) -> History:
+        """The fault operations."""
+        return self.by_process(NEMESIS)
+
+    def client(self) -> History:
+        """Every op that is not the nemesis's."""
+        return History(op for op in self._ops if op.process != NEMESIS)
+
+    def pairs(self) -> tuple[Pair, ...]:
+        """Each invocation with its process's next completion, in invocation order.
+
+        ConfigError if a completion has no outstanding invocation, or a process invokes
+        again before its previous operation completed.
+        """
+        open_ops: dict[str, int] = {}
+        pairs: list[Pair] = []
+        for op in self._ops:
+            slot = open_ops.pop(op.process, None)
+            if op.type == "invoke":
+                if slot is not None:
+                    raise ConfigError(
+                        f"op {op.index}: process {op.process!r} invoked "
+                        f"{op.f!r} while op {pairs[slot].invoke.index} is open"
+                    )
+                open_ops[op.process] = len(pairs)
+                pairs.append(Pair(op, None))
+            elif slot is None:
+                raise ConfigError(
+                    f"op {op.index}: {op.type} {op.f!r} by {op.process!r} completes no invocation"
+                )
+            else:
+                pairs[slot] = Pair(pairs[slot].invoke, op)
+        return tuple(pairs)
+
+    def completed(self, f: str | None = None, outcome: str = "ok") -> tuple[Pair, ...]:
+        """The pairs (of operation ``f``, if given) that completed with ``outcome``."""
+        return tuple(
+            p for p in self.pairs() if p.outcome == outcome and (f is None or p.invoke.f == f)
+        )
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [op.to_dict() for op in self._ops]

@@ -1,0 +1,39 @@
+"""no_lost_messages: every published order ends up with a row in the charges table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from invariants._text import listing, natural, plural, were
+from invariants.history import History
+from invariants.payments import state
+from invariants.registry import register
+from invariants.verdict import Verdict
+
+NAME = "no_lost_messages"
+
+
+@register(NAME)
+def no_lost_messages(history: History, final_state: Mapping[str, Any]) -> Verdict:
+    """Each published order has a charge in Postgres (the system of record)."""
+    published = set(state.published(final_state))
+    recorded = {c.order_id for c in state.charges(final_state)}
+    at_gateway = {c.order_id for c in state.gateway_charges(final_state)}
+    missing = natural(published - recorded)
+    gateway_only = natural(set(missing) & at_gateway)
+    evidence = {"published": len(published), "missing": missing, "gateway_only": gateway_only}
+    if not missing:
+        return Verdict.holds(
+            NAME, f"each of the {len(published)} published orders has a charge.", **evidence
+        )
+    explanation = (
+        f"{len(missing)} of {plural(len(published), 'published order')} "
+        f"{'has' if len(missing) == 1 else 'have'} no charge: {listing(missing)}"
+    )
+    if gateway_only:
+        explanation += (
+            f" ({len(gateway_only)} of them {were(len(gateway_only))} charged at the gateway "
+            f"but not recorded: {listing(gateway_only)})"
+        )
+    return Verdict.violated(NAME, explanation + ".", **evidence)

@@ -1,0 +1,60 @@
+"""The outcome of one invariant check."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from chaos.errors import ConfigError
+
+Validity = bool | Literal["unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether an invariant held (True), was violated (False) or could not be decided."""
+
+    name: str
+    valid: Validity
+    explanation: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.valid not in (True, False, "unknown") or not isinstance(self.valid, bool | str):
+            raise ConfigError(f"verdict valid must be True, False or 'unknown', got {self.valid!r}")
+
+    @classmethod
+    def holds(cls, name: str, explanation: str, **evidence: Any) -> Verdict:
+        return cls(name, True, explanation, evidence)
+
+    @classmethod
+    def violated(cls, name: str, explanation: str, **evidence: Any) -> Verdict:
+        return cls(name, False, explanation, evidence)
+
+    @classmethod
+    def unknown(cls, name: str, explanation: str, **evidence: Any) -> Verdict:
+        return cls(name, "unknown", explanation, evidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for traces and JSON output."""
+        return {
+            "name": self.name,
+            "valid": self.valid,
+            "explanation": self.explanation,
+            "evidence": self.evidence,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        """Read ``to_dict`` output back; ConfigError if a field is missing or mistyped."""
+        try:
+            name, valid, explanation = data["name"], data["valid"], data["explanation"]
+        except KeyError as missing:
+            raise ConfigError(f"verdict is missing {missing}") from None
+        evidence = data.get("evidence", {})
+        if not isinstance(name, str) or not isinstance(explanation, str):
+            raise ConfigError("verdict name and explanation must be strings")
+        if not isinstance(evidence, dict):
+            raise ConfigError(f"verdict evidence must be a map, got {type(evidence).__name__}")
+        return cls(name, valid, explanation, evidence)
