@@ -40,6 +40,8 @@ class Connection:
             self.reason = reason
         elif reset:
             self.reason = "reset"
+        self.upstream.stop()
+        self.downstream.stop()
         self._scope.cancel()
 
     async def run(self) -> None:

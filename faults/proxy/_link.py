@@ -1,7 +1,7 @@
 """One direction of one proxied connection: reader > toxic stages > writer.
 
-With no toxic on the direction, the reader writes straight to the destination socket: an
-empty chain costs one ``receive_some`` and one ``send_all`` per chunk. With toxics, chunks
+With no toxic on the direction, a worker thread forwards the bytes (``faults.proxy._direct``):
+an empty chain costs next to nothing. With toxics, chunks
 go ``reader > stage > ... > stage > writer`` over unbuffered memory channels. A change of
 the toxic list rebuilds the stages without touching the reader or the writer, and every
 chunk the old stages held re-enters the new chain (see ``faults.proxy._stage``)::
@@ -20,6 +20,7 @@ import trio
 
 from chaos.rng import derive_rng
 from faults.proxy._chunk import CHUNK_SIZE, Chunk
+from faults.proxy._direct import DirectPump
 from faults.proxy._stage import Stage
 from faults.proxy.toxics.base import Toxic
 
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
 Stream = Literal["upstream", "downstream"]
 
 _PASSTHROUGH = Toxic()
-
-#: Read sizes on a direction with no toxics (adaptive between these bounds).
-DIRECT_MIN = 64 * 1024
-DIRECT_MAX = 1024 * 1024
 
 
 async def send_all(sock: trio.socket.SocketType, data: bytes) -> None:
@@ -74,7 +71,18 @@ class Direction:
         self._rngs: dict[tuple[str, str], random.Random] = {}
         self._states: dict[str, dict[str, object]] = {}
         self._active: dict[str, tuple[int, bool]] = {}
-        self.bytes = 0
+        self._bytes = 0
+        self._pump = DirectPump(src.socket.fileno(), dst.socket.fileno())
+        self._pump.active = self._direct
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read from the source so far."""
+        return self._bytes + self._pump.bytes
+
+    def stop(self) -> None:
+        """The connection is closing: stop the direct-path thread at once."""
+        self._pump.stop()
 
     # -- the toxic list -------------------------------------------------------------
 
@@ -114,25 +122,38 @@ class Direction:
     # -- tasks ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._read)
-            nursery.start_soon(self._write)
-            nursery.start_soon(self._manage)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read)
+                nursery.start_soon(self._write)
+                nursery.start_soon(self._manage)
+                nursery.start_soon(self._stop_pump_on_exit)
+        finally:
+            self._pump.close()
+
+    async def _stop_pump_on_exit(self) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            self._pump.stop()
 
     async def _read(self) -> None:
         src = self._src.socket
-        size = DIRECT_MIN
         while True:
             if self._direct:
-                # No toxic sees these reads, so their size adapts to the traffic.
-                data = await src.recv(size)
-                if len(data) == size:
-                    size = min(size * 2, DIRECT_MAX)
-                elif len(data) < size // 4:
-                    size = max(size // 2, DIRECT_MIN)
+                if not self._direct_ready.is_set():
+                    await self._direct_ready.wait()
+                    continue
+                outcome = await self._pump.run()
+                if outcome.kind == "error" and outcome.error is not None:
+                    raise outcome.error
+                if outcome.kind == "woken":
+                    await trio.lowlevel.checkpoint()  # a cancellation lands here
+                    continue
+                data: bytes = outcome.data  # EOF (b"") or read after a toxic arrived
             else:
-                data = await src.recv(CHUNK_SIZE)
-            self.bytes += len(data)
+                data = bytes(await src.recv(CHUNK_SIZE))
+                self._bytes += len(data)
             if not await self._deliver(data, trio.current_time()):
                 return
 
@@ -207,6 +228,7 @@ class Direction:
         if self._direct:
             return
         self._direct = True
+        self._pump.active = True
         self._direct_ready = trio.Event()
         if self._reader_scope is not None:
             self._reader_scope.cancel()
@@ -216,6 +238,8 @@ class Direction:
         if not self._direct:
             return
         self._direct = False
+        self._pump.active = False
+        self._pump.wake()
         self._direct_ready.set()  # wakes a reader waiting to go direct: it re-checks
 
     def _wake_writer(self) -> None:

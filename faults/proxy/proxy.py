@@ -116,8 +116,8 @@ class Proxy:
                 "connection_closed",
                 conn=index,
                 reason=conn.reason,
-                bytes_upstream=conn.upstream.bytes,
-                bytes_downstream=conn.downstream.bytes,
+                bytes_upstream=conn.upstream.bytes_read,
+                bytes_downstream=conn.downstream.bytes_read,
             )
 
     def on_connection(self, hook: Callable[[Connection], None]) -> Callable[[], None]:
