@@ -1,0 +1,35 @@
+"""Services a run needs: child processes, embedded PostgreSQL and NATS, clock skew, temp dirs."""
+
+from chaos.services.clock import SkewFile, libfaketime_library
+from chaos.services.nats import NatsService, external_nats, open_nats, read_nats_info
+from chaos.services.ports import free_port, tcp_accepting
+from chaos.services.postgres import PostgresService, external_postgres, open_postgres
+from chaos.services.process import (
+    ExitHook,
+    LogSink,
+    ManagedProcess,
+    ReadyProbe,
+    open_process_service,
+)
+from chaos.services.rundir import default_run_parent, open_run_dir
+
+__all__ = [
+    "ExitHook",
+    "LogSink",
+    "ManagedProcess",
+    "NatsService",
+    "PostgresService",
+    "ReadyProbe",
+    "SkewFile",
+    "default_run_parent",
+    "external_nats",
+    "external_postgres",
+    "free_port",
+    "libfaketime_library",
+    "open_nats",
+    "open_postgres",
+    "open_process_service",
+    "open_run_dir",
+    "read_nats_info",
+    "tcp_accepting",
+]

@@ -1,0 +1,351 @@
+"""A child process run as a service: logs captured, readiness probed, faults, clean exit.
+
+::
+
+    open_process_service ─► spawn (own session) ─► pump stdout/stderr ─► log tail + log_sink
+                                 │                                       │
+                                 └─► ready probe (deadline) ─► yield ─► stop: SIGCONT,
+                                                                          stop signal, grace,
+                                                                          SIGKILL group, wait
+
+The child leads its own session/process group, so kill/pause/resume reach its children too.
+Graceful stop signals go to the leader only; SIGKILL goes to the whole group.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from chaos.errors import ConfigError, ServiceError
+from chaos.services._groups import unwrapped_errors
+from chaos.services._logtail import LogTail, pump_lines
+from chaos.services._reaper import ProcEntry, become_subreaper, family, reap_family, signal_family
+from chaos.services.clock import SkewFile, release_faketime_state
+
+LogSink = Callable[[str, str, str], None]
+"""`log_sink(service_name, stream, line)`, stream being "stdout" or "stderr"."""
+ReadyProbe = Callable[[], Awaitable[bool]]
+"""An async predicate that returns True once the service accepts work."""
+ExitHook = Callable[[str, int, bool], None]
+"""`on_exit(service_name, returncode, expected)`; expected is False when the service died."""
+
+_POLL_INTERVAL = 0.05
+_DRAIN_TIMEOUT = 0.5
+
+
+@dataclass
+class _Incarnation:
+    """One start of the child: its trio process and what became of it."""
+
+    proc: trio.Process
+    exited: trio.Event = field(default_factory=trio.Event)
+    drained: trio.Event = field(default_factory=trio.Event)
+    expected_exit: bool = False
+    scope: trio.CancelScope = field(default_factory=lambda: trio.CancelScope(shield=True))
+
+
+class ManagedProcess:
+    """A running service child: pid, returncode, log tail and the faults that apply to it."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        nursery: trio.Nursery,
+        env: Mapping[str, str] | None,
+        cwd: Path | None,
+        log_sink: LogSink | None,
+        ready: ReadyProbe | None,
+        ready_timeout: float,
+        stop_signal: int,
+        stop_grace: float,
+        run_as: tuple[int, int] | None,
+        faketime: SkewFile | None,
+        on_exit: ExitHook | None,
+        tail_lines: int,
+    ) -> None:
+        self.name = name
+        self.argv = [str(a) for a in argv]
+        self._nursery = nursery
+        self._env = {**os.environ, **(env or {}), **(faketime.env() if faketime else {})}
+        self._cwd = cwd
+        self._log_sink = log_sink
+        self._ready = ready
+        self._ready_timeout = ready_timeout
+        self._stop_signal = stop_signal
+        self._stop_grace = stop_grace
+        self._run_as = run_as
+        self._on_exit = on_exit
+        self.faketime = faketime
+        self.tail = LogTail(tail_lines)
+        self.starts = 0
+        self._paused = False
+        self._current: _Incarnation | None = None
+        self._incarnations: list[_Incarnation] = []
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of the current child (None before the first start)."""
+        return self._current.proc.pid if self._current else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The current child's exit code, or None while it runs."""
+        return self._current.proc.returncode if self._current else None
+
+    @property
+    def running(self) -> bool:
+        return self._current is not None and self._current.proc.returncode is None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def exited(self) -> trio.Event:
+        """Set when the current child exits (a restart brings a fresh event)."""
+        if self._current is None:
+            raise ServiceError(f"{self.name} has not been started")
+        return self._current.exited
+
+    @property
+    def died(self) -> bool:
+        """True when the current child exited without the harness stopping or killing it."""
+        cur = self._current
+        return cur is not None and cur.exited.is_set() and not cur.expected_exit
+
+    def log_tail(self) -> str:
+        return self.tail.text()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the child (if not running) and wait until the ready probe passes."""
+        if self.running:
+            return
+        become_subreaper()
+        uid, gid = self._run_as if self._run_as is not None else (None, None)
+        try:
+            proc = await trio.lowlevel.open_process(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+                user=uid,
+                group=gid,
+                extra_groups=None if self._run_as is None else [],
+            )
+        except OSError as exc:
+            raise ServiceError(f"{self.name} could not start: {exc}") from exc
+        cur = _Incarnation(proc)
+        self._current = cur
+        self._incarnations.append(cur)
+        self._paused = False
+        self.starts += 1
+        self._nursery.start_soon(self._watch, cur)
+        await self._await_ready(cur)
+
+    async def _watch(self, cur: _Incarnation) -> None:
+        # Shielded: outside cancellation must not stop exit reporting; _close cancels it.
+        with cur.scope:
+            async with trio.open_nursery() as pumps:
+                assert cur.proc.stdout is not None
+                assert cur.proc.stderr is not None
+                pumps.start_soon(pump_lines, cur.proc.stdout, self._emitter("stdout"))
+                pumps.start_soon(pump_lines, cur.proc.stderr, self._emitter("stderr"))
+                code = await cur.proc.wait()
+                if self.faketime is not None:
+                    release_faketime_state(cur.proc.pid)
+                cur.exited.set()
+                if self._on_exit is not None:
+                    self._on_exit(self.name, code, cur.expected_exit)
+            cur.drained.set()
+
+    def _emitter(self, stream: str) -> Callable[[str], None]:
+        def emit(line: str) -> None:
+            self.tail.add(line)
+            if self._log_sink is not None:
+                self._log_sink(self.name, stream, line)
+
+        return emit
+
+    async def _await_ready(self, cur: _Incarnation) -> None:
+        with trio.move_on_after(self._ready_timeout):
+            while True:
+                if cur.exited.is_set():
+                    with trio.move_on_after(_DRAIN_TIMEOUT):
+                        await cur.drained.wait()
+                    raise ServiceError(
+                        f"{self.name} exited with code {cur.proc.returncode} before it was "
+                        f"ready: {self.tail.last()}",
+                        self.tail.text(),
+                    )
+                if self._ready is None or await self._ready():
+                    return
+                await trio.sleep(_POLL_INTERVAL)
+        raise ServiceError(
+            f"{self.name} not ready after {self._ready_timeout:g}s: {self.tail.last()}",
+            self.tail.text(),
+        )
+
+    async def wait(self) -> int:
+        """Wait for the current child to exit; return its exit code."""
+        if self._current is None:
+            raise ServiceError(f"{self.name} has not been started")
+        return await self._current.proc.wait()
+
+    # -- faults ------------------------------------------------------------------------
+
+    def _signal_service(self, sig: int) -> None:
+        """Signal the leader's process group and every descendant that left it."""
+        cur = self._current
+        if cur is None:
+            return
+        leader = cur.proc.pid
+        members = family(leader)
+        if cur.proc.returncode is None:  # an unreaped leader keeps its pgid reserved
+            try:
+                os.killpg(leader, sig)
+            except ProcessLookupError:
+                pass
+            members = {pid: e for pid, e in members.items() if e.pgid != leader}
+        signal_family(members, sig)
+
+    def send_signal(self, sig: int) -> None:
+        """Send `sig` to the current child (the leader only)."""
+        if self._current is not None and self._current.proc.returncode is None:
+            self._current.proc.send_signal(sig)
+
+    def pause(self) -> None:
+        """SIGSTOP the whole service: its process group and all its descendants."""
+        self._signal_service(signal.SIGSTOP)
+        self._paused = self.running
+
+    def resume(self) -> None:
+        """SIGCONT the whole service."""
+        self._signal_service(signal.SIGCONT)
+        self._paused = False
+
+    async def kill(self) -> None:
+        """SIGKILL the whole service and reap it (a crash, as far as it knows)."""
+        await self._kill({})
+
+    async def _kill(self, known: dict[int, ProcEntry]) -> None:
+        cur = self._current
+        if cur is None:
+            return
+        members = {**known, **family(cur.proc.pid)}
+        if cur.proc.returncode is None:
+            cur.expected_exit = True
+        self._signal_service(signal.SIGKILL)
+        self._paused = False
+        await cur.proc.wait()
+        await reap_family(members, cur.proc.pid)
+
+    async def restart(self) -> None:
+        """Kill the child if it runs, then start the same argv with the same env again."""
+        await self.kill()
+        await self.start()
+
+    async def stop(self) -> None:
+        """Graceful stop: SIGCONT, stop signal to the leader, grace period, then SIGKILL all."""
+        cur = self._current
+        if cur is None:
+            return
+        members = family(cur.proc.pid)
+        if cur.proc.returncode is None:
+            cur.expected_exit = True
+            if self._paused:
+                self._signal_service(signal.SIGCONT)
+                self._paused = False
+            self.send_signal(self._stop_signal)
+            with trio.move_on_after(self._stop_grace):
+                await cur.proc.wait()
+        await self._kill(members)
+
+    async def _close(self) -> None:
+        """Stop the child and its output pumps; runs shielded and bounded."""
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(self._stop_grace + 10):
+                await self.stop()
+            if self._current is not None:
+                with trio.move_on_after(_DRAIN_TIMEOUT):
+                    await self._current.drained.wait()
+        for cur in self._incarnations:
+            cur.scope.cancel()
+        self._nursery.cancel_scope.cancel()
+
+
+def _check_options(
+    argv: Sequence[str], ready_timeout: float, stop_grace: float, tail_lines: int
+) -> None:
+    if isinstance(argv, str) or not argv:
+        raise ConfigError(f"argv must be a non-empty list of strings, got {argv!r}")
+    if not ready_timeout > 0:
+        raise ConfigError(f"ready_timeout must be > 0, got {ready_timeout}")
+    if not stop_grace >= 0:
+        raise ConfigError(f"stop_grace must be >= 0, got {stop_grace}")
+    if tail_lines < 1:
+        raise ConfigError(f"tail_lines must be >= 1, got {tail_lines}")
+
+
+@asynccontextmanager
+async def open_process_service(
+    name: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    log_sink: LogSink | None = None,
+    ready: ReadyProbe | None = None,
+    ready_timeout: float = 30.0,
+    stop_signal: int = signal.SIGTERM,
+    stop_grace: float = 5.0,
+    run_as: tuple[int, int] | None = None,
+    faketime: SkewFile | None = None,
+    on_exit: ExitHook | None = None,
+    tail_lines: int = 200,
+) -> AsyncIterator[ManagedProcess]:
+    """Start `argv` as service `name`, wait until `ready`, stop it and reap it on exit.
+
+    `env` adds to the harness's environment; `run_as` is a (uid, gid) to drop to;
+    `faketime` makes the child's wall clock follow a SkewFile.
+    """
+    _check_options(argv, ready_timeout, stop_grace, tail_lines)
+    with unwrapped_errors():
+        async with trio.open_nursery() as nursery:
+            service = ManagedProcess(
+                name,
+                argv,
+                nursery=nursery,
+                env=env,
+                cwd=cwd,
+                log_sink=log_sink,
+                ready=ready,
+                ready_timeout=ready_timeout,
+                stop_signal=stop_signal,
+                stop_grace=stop_grace,
+                run_as=run_as,
+                faketime=faketime,
+                on_exit=on_exit,
+                tail_lines=tail_lines,
+            )
+            try:
+                await service.start()
+                yield service
+            finally:
+                await service._close()

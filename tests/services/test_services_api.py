@@ -1,0 +1,67 @@
+"""The public surface of chaos.services, ports and the run dir."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+import chaos.services
+from chaos.services import default_run_parent, free_port, open_run_dir, tcp_accepting
+
+PUBLIC = {
+    "ExitHook",
+    "LogSink",
+    "ManagedProcess",
+    "NatsService",
+    "PostgresService",
+    "ReadyProbe",
+    "SkewFile",
+    "default_run_parent",
+    "external_nats",
+    "external_postgres",
+    "free_port",
+    "libfaketime_library",
+    "open_nats",
+    "open_postgres",
+    "open_process_service",
+    "open_run_dir",
+    "read_nats_info",
+    "tcp_accepting",
+}
+
+
+def test_public_surface_is_what_we_meant() -> None:
+    assert set(chaos.services.__all__) == PUBLIC
+    assert all(hasattr(chaos.services, name) for name in PUBLIC)
+
+
+async def test_free_port_is_bindable_and_probe_sees_listeners() -> None:
+    port = free_port()
+    assert not await tcp_accepting("127.0.0.1", port)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        assert await tcp_accepting("127.0.0.1", port)
+
+
+def test_run_dir_is_removed_even_when_the_run_fails(tmp_path: Path) -> None:
+    try:
+        with open_run_dir(prefix="x-", parent=tmp_path) as run:
+            (run / "sub").mkdir()
+            (run / "sub" / "f").write_text("x")
+            raise RuntimeError("run failed")
+    except RuntimeError:
+        pass
+    assert run.name.startswith("x-")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_parent_can_be_chosen_by_environment(tmp_path: Path, monkeypatch: object) -> None:
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setenv("CHAOS_RUN_DIR", str(tmp_path))
+    assert default_run_parent() == tmp_path
+    with open_run_dir() as run:
+        assert run.parent == tmp_path
