@@ -128,7 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200, help="megabytes per throughput run")
     parser.add_argument("--round-trips", type=int, default=5000)
-    parser.add_argument("--repeat", type=int, default=3, help="best of N throughput runs")
+    parser.add_argument("--repeat", type=int, default=5, help="alternating rounds per path")
     args = parser.parse_args()
     total = args.mb * 1_000_000
 
@@ -137,10 +137,15 @@ def main() -> None:
     sink_proxy, sink_proxy_port = _start_proxy(sink_port)
     echo_proxy, echo_proxy_port = _start_proxy(echo_port)
     try:
-        direct_tp = max(throughput(sink_port, total) for _ in range(args.repeat))
-        proxy_tp = max(throughput(sink_proxy_port, total) for _ in range(args.repeat))
-        direct_rt = round_trips(echo_port, args.round_trips)
-        proxy_rt = round_trips(echo_proxy_port, args.round_trips)
+        # Alternate the two paths so a noisy neighbour hurts both alike.
+        direct_tps, proxy_tps, direct_rt, proxy_rt = [], [], [], []
+        per_round = max(1, args.round_trips // args.repeat)
+        for _ in range(args.repeat):
+            direct_tps.append(throughput(sink_port, total))
+            proxy_tps.append(throughput(sink_proxy_port, total))
+            direct_rt += round_trips(echo_port, per_round)
+            proxy_rt += round_trips(echo_proxy_port, per_round)
+        direct_tp, proxy_tp = max(direct_tps), max(proxy_tps)
     finally:
         _stop(sink_proxy)
         _stop(echo_proxy)
@@ -154,7 +159,7 @@ def main() -> None:
     print(f"throughput ({args.mb} MB, best of {args.repeat})")
     print(f"  direct   {direct_tp:8.0f} MB/s")
     print(f"  proxy    {proxy_tp:8.0f} MB/s   ratio {proxy_tp / direct_tp:.2f} of direct")
-    print(f"round trip, 1 byte ({args.round_trips} samples)")
+    print(f"round trip, 1 byte ({len(direct_rt)} samples per path)")
     print(f"  direct   median {d_med:6.1f} µs   p99 {p99(direct_rt):6.1f} µs")
     print(
         f"  proxy    median {p_med:6.1f} µs   p99 {p99(proxy_rt):6.1f} µs   "

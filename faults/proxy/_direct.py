@@ -78,13 +78,16 @@ class DirectPump:
         except BlockingIOError:
             pass
 
-    def _wait(self, fd: int, events: int) -> bool:
-        """Block until ``fd`` is ready; False if woken instead."""
+    def _poller(self, fd: int, events: int) -> select.poll:
         poller = select.poll()
         poller.register(fd, events)
         poller.register(self._wake, select.POLLIN)
+        return poller
+
+    def _wait(self, poller: select.poll, fd: int) -> bool:
+        """Block until ``fd`` is ready; False if woken instead."""
         while True:
-            ready = dict(poller.poll())
+            ready = [f for f, _ in poller.poll()]
             if self._wake in ready:
                 self._drain_wake()
                 return False
@@ -93,15 +96,18 @@ class DirectPump:
 
     def _loop(self) -> Outcome:
         src, dst = self._src, self._dst
+        readable = self._poller(src, _POLL_IN)
+        writable = self._poller(dst, select.POLLOUT)
         size = READ_MIN
         while True:
             if not self.active:
                 return Outcome("woken")
+            # Poll first: on request/response traffic a read would mostly find nothing.
+            if not self._wait(readable, src):
+                continue
             try:
                 data = os.read(src, size)
             except BlockingIOError:
-                if not self._wait(src, _POLL_IN):
-                    return Outcome("woken")
                 continue
             except OSError as exc:
                 return Outcome("error", error=exc)
@@ -114,18 +120,18 @@ class DirectPump:
                 size = min(size * 2, READ_MAX)
             elif len(data) < size // 4:
                 size = max(size // 2, READ_MIN)
-            error = self._write_all(dst, data)
+            error = self._write_all(writable, dst, data)
             if error is not None:
                 return Outcome("error", error=error)
 
-    def _write_all(self, dst: int, data: bytes) -> OSError | None:
+    def _write_all(self, writable: select.poll, dst: int, data: bytes) -> OSError | None:
         view = memoryview(data)
         while view:
             try:
                 view = view[os.write(dst, view) :]
             except BlockingIOError:
                 # Woken mid-write: only a closing connection stops a write half done.
-                if not self._wait(dst, select.POLLOUT) and self.closing:
+                if not self._wait(writable, dst) and self.closing:
                     return OSError("connection closing")
             except OSError as exc:
                 return exc
