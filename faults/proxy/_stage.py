@@ -76,6 +76,13 @@ class Stage:
         """Report a random draw to the proxy's observer."""
         self.direction.record_draw(self.name, stream, value)
 
+    def report(self, event: str, **fields: object) -> None:
+        """Report what the toxic did (a frame dropped, say) to the proxy's observer."""
+        c = self.direction.connection
+        c.proxy.emit(
+            event, toxic=self.name, conn=c.index, direction=self.direction.stream, **fields
+        )
+
     async def close(self) -> NoReturn:
         """End the stream here: send EOF downstream (data before it still flows), then
         swallow everything that arrives after."""

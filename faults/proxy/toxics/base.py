@@ -21,38 +21,53 @@ class Toxic:
 
     type_name: ClassVar[str] = ""
     attribute_names: ClassVar[tuple[str, ...]] = ()
+    #: Attributes that are strings (default ""); only the project's extension toxics have any.
+    string_attribute_names: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, **attributes: int) -> None:
-        self.attributes: dict[str, int] = {k: 0 for k in self.attribute_names}
+    def __init__(self, **attributes: int | str) -> None:
+        self.attributes: dict[str, int | str] = {k: 0 for k in self.attribute_names}
+        self.attributes.update({k: "" for k in self.string_attribute_names})
         self.attributes.update(attributes)
         self.check()
 
     def __getattr__(self, name: str) -> int:
         attrs = self.__dict__.get("attributes", {})
         if name in attrs:
-            return int(attrs[name])
+            value = attrs[name]
+            return int(value) if not isinstance(value, str) else value  # type: ignore[return-value]
         raise AttributeError(name)
 
+    def text(self, name: str) -> str:
+        """A string attribute."""
+        return str(self.attributes[name])
+
     @classmethod
-    def from_json(cls, raw: Any, base: dict[str, int] | None = None) -> Toxic:
+    def from_json(cls, raw: Any, base: dict[str, int | str] | None = None) -> Toxic:
         """Build from a JSON ``attributes`` object, merged over ``base``; unknown keys dropped."""
-        merged: dict[str, int] = dict(base or {})
+        merged: dict[str, int | str] = dict(base or {})
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
             raise BadRequest("bad request body: attributes must be an object")
-        by_lower = {k.lower(): k for k in cls.attribute_names}
+        by_lower = {k.lower(): k for k in (*cls.attribute_names, *cls.string_attribute_names)}
         for key, value in raw.items():
             name = by_lower.get(str(key).lower())
             if name is None:
                 continue
-            merged[name] = _as_int(name, value)
+            if name in cls.string_attribute_names:
+                if not isinstance(value, str) or len(value) > 1024:
+                    raise BadRequest(f"bad request body: attribute {name} must be a string")
+                merged[name] = value
+            else:
+                merged[name] = _as_int(name, value)
         return cls(**merged)
 
     def check(self) -> None:
         """Reject attribute values this toxic cannot honour (raise ``BadRequest``)."""
         for name, value in self.attributes.items():
-            if name not in self.attribute_names:
+            if name in self.string_attribute_names:
+                continue
+            if name not in self.attribute_names or isinstance(value, str):
                 raise BadRequest(f"unknown attribute {name!r} for toxic type {self.type_name}")
             if value < 0:
                 raise BadRequest(f"{name} must be >= 0, got {value}")

@@ -1,0 +1,37 @@
+"""nats_drop_ack: the consumer's JetStream ack never reaches the broker, so it redelivers.
+
+An extension toxic (upstream: client to server). It drops ``count`` ack frames (a PUB to a
+``$JS.ACK.`` subject with an empty or ``+ACK`` body) after letting ``skip`` pass; ``count``
+0 drops every ack. ``subject`` limits it to acks whose ``$JS.ACK.<stream>.`` matches.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from faults.proxy.nats_protocol import Frame
+from faults.proxy.toxics._frames import FrameToxic
+
+if TYPE_CHECKING:
+    from faults.proxy._stage import Stage
+
+
+class NatsDropAckToxic(FrameToxic):
+    type_name = "nats_drop_ack"
+    attribute_names = ("count", "skip")
+    string_attribute_names = ("stream",)
+
+    def on_frame(self, stage: Stage, frame: Frame, reports: list[dict[str, object]]) -> list[bytes]:
+        if not frame.is_js_ack:
+            return [frame.raw]
+        stream = self.text("stream")
+        if stream and frame.subject.split(".")[2:3] != [stream]:
+            return [frame.raw]
+        seen = int(stage.state.get("seen", 0))  # type: ignore[call-overload]
+        dropped = int(stage.state.get("dropped", 0))  # type: ignore[call-overload]
+        stage.state["seen"] = seen + 1
+        if seen < self.skip or (self.count and dropped >= self.count):
+            return [frame.raw]
+        stage.state["dropped"] = dropped + 1
+        reports.append({"event": "frame_dropped", "op": "ack", "subject": frame.subject})
+        return []

@@ -1,0 +1,34 @@
+"""nats_observe: passes every frame and reports JetStream deliveries and acks.
+
+An extension toxic for event triggers ("after the Nth message delivered on a subject"):
+each MSG/HMSG delivery (downstream) and each ack (upstream) becomes an observer event.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from faults.proxy.nats_protocol import Frame
+from faults.proxy.toxics._frames import FrameToxic
+
+if TYPE_CHECKING:
+    from faults.proxy._stage import Stage
+
+
+class NatsObserveToxic(FrameToxic):
+    type_name = "nats_observe"
+
+    def on_frame(self, stage: Stage, frame: Frame, reports: list[dict[str, object]]) -> list[bytes]:
+        if frame.op in (b"MSG", b"HMSG"):
+            reports.append(
+                {
+                    "event": "nats_delivery",
+                    "subject": frame.subject,
+                    "delivery": frame.delivery_count,
+                }
+            )
+        elif frame.is_js_ack:
+            reports.append({"event": "nats_ack", "subject": frame.subject})
+        elif frame.op in (b"PUB", b"HPUB"):
+            reports.append({"event": "nats_publish", "subject": frame.subject})
+        return [frame.raw]
