@@ -1,0 +1,142 @@
+"""The ``chaos`` command line: one typer app, one sub-app or command per concept.
+
+Adding a command: define it on ``app`` (``@app.command("run")``) or on a sub-app, raise
+``ConfigError`` for bad input (exit 2) and let other ``ChaosError`` propagate (exit 3);
+call ``_fail(message, code)`` for any other one-line failure. ``main`` turns every error,
+usage errors included, into one ``chaos: error: <message>`` line on stderr, never a
+traceback::
+
+    chaos --version
+    chaos proxy serve [--host 127.0.0.1] [--port 8474] [--seed N] [--dial-timeout S]
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Annotated, NoReturn
+
+import trio
+import typer
+
+from chaos.errors import ChaosError, ConfigError, ProxyAPIError, TraceError
+
+try:  # typer >= 0.22 vendors click: its usage errors are not click's classes
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+except ImportError:  # pragma: no cover - an older typer on top of click
+    from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[assignment]
+
+app = typer.Typer(
+    name="chaos",
+    help="Fault-injection chaos harness with deterministic replay.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+proxy_app = typer.Typer(help="The embedded Toxiproxy-compatible proxy.", no_args_is_help=True)
+app.add_typer(proxy_app, name="proxy")
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``chaos: error: <message>`` (one line) on stderr and exit with ``code``."""
+    first_line = " ".join(str(message).split())
+    print(f"chaos: error: {first_line}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("chaos-harness")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"chaos-harness {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """Fault-injection chaos harness with deterministic replay."""
+
+
+# -- chaos proxy ---------------------------------------------------------------------
+
+
+@proxy_app.command("serve")
+def proxy_serve(
+    host: Annotated[str, typer.Option(help="Address to bind (an IP or localhost).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="API port (0: any free).")] = 8474,
+    seed: Annotated[int, typer.Option(help="Seed of every toxicity and jitter draw.")] = 0,
+    dial_timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for an upstream to accept.")
+    ] = 5.0,
+) -> None:
+    """Serve the Toxiproxy v2 HTTP API (a drop-in Toxiproxy) until Ctrl-C."""
+    if not dial_timeout > 0:
+        raise ConfigError(f"dial timeout must be > 0, got {dial_timeout}")
+    logging.basicConfig(level=logging.WARNING, format="chaos: %(name)s: %(message)s")
+    try:
+        trio.run(_serve_proxy, host, port, seed, dial_timeout)
+    except ProxyAPIError as exc:  # the port is taken, or the host is not bindable
+        _fail(exc.message, 2)
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
+        pass
+
+
+async def _serve_proxy(host: str, port: int, seed: int, dial_timeout: float) -> None:
+    from faults.proxy.http import open_toxiproxy
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_toxiproxy(host, port, seed, dial_timeout=dial_timeout) as (_, url):
+            print(f"chaos proxy: Toxiproxy API on {url} (seed {seed})", flush=True)
+            async for _signum in signals:
+                return
+
+
+# -- entry point ---------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the CLI; exit 0 on success, 2 on bad input, 3 on a harness error."""
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="chaos", standalone_mode=False)
+    except NoArgsIsHelpError:
+        raise SystemExit(2) from None  # typer has printed the help
+    except ClickException as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except typer.Abort:
+        _fail("aborted", 130)
+    except BaseExceptionGroup as group:
+        _fail_group(group)
+    except (ConfigError, TraceError) as exc:
+        _fail(str(exc), 2)
+    except ChaosError as exc:
+        _fail(str(exc), 3)
+    if isinstance(result, int) and not isinstance(result, bool) and result:
+        raise SystemExit(result)
+
+
+def _fail_group(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """An exception group from a nursery that holds only ChaosErrors fails like its first."""
+    chaos, rest = group.split(ChaosError)
+    if chaos is None or rest is not None:
+        raise group
+    first: BaseException = chaos
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    code = 2 if isinstance(first, ConfigError | TraceError) else 3
+    _fail(str(first), code)
