@@ -62,10 +62,12 @@ class Frame:
 
     @property
     def delivery_count(self) -> int:
-        """The delivery count of a JetStream delivery (5th token of its reply subject)."""
+        """The delivery count of a JetStream delivery, from its reply subject:
+        ``$JS.ACK.<stream>.<consumer>.<delivered>...`` (or, with a domain and account hash,
+        ``$JS.ACK.<domain>.<hash>.<stream>.<consumer>.<delivered>...``)."""
         tokens = self.reply.split(".")
         try:
-            return int(tokens[4])
+            return int(tokens[6] if len(tokens) >= 12 else tokens[4])
         except (IndexError, ValueError):
             return 0
 

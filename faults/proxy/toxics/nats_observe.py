@@ -19,7 +19,7 @@ class NatsObserveToxic(FrameToxic):
     type_name = "nats_observe"
 
     def on_frame(self, stage: Stage, frame: Frame, reports: list[dict[str, object]]) -> list[bytes]:
-        if frame.op in (b"MSG", b"HMSG"):
+        if frame.is_js_delivery:
             reports.append(
                 {
                     "event": "nats_delivery",
