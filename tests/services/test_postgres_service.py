@@ -150,6 +150,11 @@ async def test_pause_freezes_every_server_process() -> None:
             assert await query(pg.dsn, "SELECT 1") == [(1,)]
 
 
+def _dsm_files() -> set[str]:
+    uid = pwd.getpwnam(PG_SYSTEM_USER).pw_uid if os.geteuid() == 0 else os.geteuid()
+    return {p.name for p in Path("/dev/shm").glob("PostgreSQL.*") if p.stat().st_uid == uid}
+
+
 def _shm_ids() -> set[int]:
     lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
     return {int(line.split()[1]) for line in lines}
@@ -157,6 +162,7 @@ def _shm_ids() -> set[int]:
 
 @pytest.mark.slow
 async def test_a_killed_server_leaves_no_shared_memory_behind() -> None:
+    dsm_before = _dsm_files()
     with open_run_dir() as run:
         async with open_postgres(run) as pg:
             assert pg.process is not None
@@ -166,3 +172,4 @@ async def test_a_killed_server_leaves_no_shared_memory_behind() -> None:
             assert shmid in _shm_ids()
             await pg.process.kill()
     assert shmid not in _shm_ids()
+    assert _dsm_files() <= dsm_before
