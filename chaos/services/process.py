@@ -3,13 +3,13 @@
 ::
 
     open_process_service ─► spawn (own session) ─► pump stdout/stderr ─► log tail + log_sink
-                                 │                                       │
+                                 │
                                  └─► ready probe (deadline) ─► yield ─► stop: SIGCONT,
                                                                           stop signal, grace,
-                                                                          SIGKILL group, wait
+                                                                          SIGKILL all, reap
 
-The child leads its own session/process group, so kill/pause/resume reach its children too.
-Graceful stop signals go to the leader only; SIGKILL goes to the whole group.
+The child leads its own session/process group; kill/pause/resume reach that group and every
+descendant (see _reaper). Graceful stop signals go to the leader only.
 """
 
 from __future__ import annotations
