@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from faults._canonical import packb
-from faults.kinds import INSTANTANEOUS, TARGET_KIND, TargetKind
+from faults.kinds import TARGET_KIND
 from faults.model import FaultEvent, FaultSchedule
 from faults.ranges import Choices, FloatRange, IntRange, ParamRange
 from faults.space import FaultSpace
@@ -71,18 +71,15 @@ def _draw_trigger(draw: Draw, spec: TriggerRange, horizon_s: float, own: str) ->
 def draw_event(space: FaultSpace, draw: Draw) -> FaultEvent:
     """One event (id ``"f0"`` until ``assemble`` numbers it) drawn from ``space``."""
     template = space.templates[draw.index([t.weight for t in space.templates])]
-    target_kind: TargetKind = TARGET_KIND[template.kind]
     target = _pick(draw, space.targets_of(template))
     params = {name: _draw_param(draw, template.params[name]) for name in sorted(template.params)}
     trigger = _draw_trigger(draw, _pick(draw, template.triggers), space.horizon_s, target)
-    duration = None
-    if template.duration_s is not None and template.kind not in INSTANTANEOUS:
-        duration = draw_seconds(draw, template.duration_s)
+    duration = None if template.duration_s is None else draw_seconds(draw, template.duration_s)
     return FaultEvent.from_dict(
         {
             "id": "f0",
             "kind": template.kind,
-            "target": {"kind": target_kind, "name": target},
+            "target": {"kind": TARGET_KIND[template.kind], "name": target},
             "params": params,
             "trigger": trigger,
             "duration_s": duration,

@@ -48,6 +48,16 @@ def schedules(
 ) -> st.SearchStrategy[FaultSchedule]:
     """Fault schedules from ``space``, recorded under ``seed``; shrink toward fewer, smaller."""
     resolved = as_space(space)
-    return st.lists(
-        events(resolved), min_size=resolved.min_events, max_size=resolved.max_events
-    ).map(lambda drawn: assemble(resolved, seed, drawn))
+    event = events(resolved)
+
+    @st.composite
+    def schedule(draw: st.DrawFn) -> FaultSchedule:
+        # A list with min_size > 0 shrinks poorly (Hypothesis cannot delete its first element
+        # when later draws depend on it), so draw from zero and top up to min_events.
+        drawn = draw(st.lists(event, max_size=resolved.max_events))
+        missing = resolved.min_events - len(drawn)
+        if missing > 0:
+            drawn += draw(st.lists(event, min_size=missing, max_size=missing))
+        return assemble(resolved, seed, drawn)
+
+    return schedule()

@@ -7,11 +7,12 @@ from typing import Any
 from hypothesis import strategies as st
 
 from faults.kinds import INSTANTANEOUS, TARGET_KIND, FaultKind, TargetKind
-from faults.model import AfterBytes, AtTime, FaultEvent, OnConnection, OnMessage
+from faults.model import AfterBytes, AtTime, FaultEvent, FaultSchedule, OnConnection, OnMessage
 from faults.params import param_shapes
 from faults.ranges import Choices, FloatRange, IntRange
 from faults.space import FaultSpace, FaultTemplate
 from faults.trigger_ranges import AfterBytesRange, AtTimeRange, OnConnectionRange, OnMessageRange
+from faults.triggers import trigger_sort_key
 
 PAYMENTS_SPACE: dict[str, Any] = {
     "horizon_s": 30,
@@ -186,3 +187,18 @@ def fits(space: FaultSpace, event: FaultEvent) -> bool:
         if duration_ok and _params_fit(template, event) and _trigger_fits(space, template, event):
             return True
     return False
+
+
+def check_inside(space: FaultSpace, schedule: FaultSchedule) -> None:
+    """Assert that ``schedule`` is a well-formed schedule of ``space``."""
+    assert space.min_events <= len(schedule.events) <= space.max_events
+    assert [e.id for e in schedule.events] == [f"f{i}" for i in range(len(schedule.events))]
+    assert schedule.space_hash == space.content_hash()
+    keys = [trigger_sort_key(e.trigger) for e in schedule.events]
+    assert keys == sorted(keys)
+    for event in schedule.events:
+        assert fits(space, event), event
+        if event.kind in INSTANTANEOUS:
+            assert event.duration_s is None
+        if isinstance(event.trigger, AtTime):
+            assert 0 <= event.trigger.offset_s <= space.horizon_s

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from chaos.errors import ConfigError
+from faults.kinds import FaultKind
 from faults.ranges import Choices, FloatRange, IntRange
 from faults.space import FaultSpace
 from faults.trigger_ranges import AtTimeRange, OnConnectionRange
@@ -188,3 +191,13 @@ def test_bad_spaces_raise_one_line_config_errors(data: dict[str, Any], message: 
         FaultSpace.from_dict(data)
     assert str(caught.value) == message
     assert "\n" not in str(caught.value)
+
+
+def test_catalogue_documents_every_kind_and_its_example_space_loads() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "faults.md").read_text()
+    for kind in FaultKind:
+        assert f"### {kind.value}\n" in doc
+    example = re.search(r"```toml\n(.*?)```", doc, re.S)
+    assert example is not None
+    space = FaultSpace.from_dict(tomllib.loads(example.group(1)))
+    assert [t.kind.value for t in space.templates] == ["latency", "partition", "redeliver"]

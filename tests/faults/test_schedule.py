@@ -15,29 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chaos.errors import ConfigError
-from faults.kinds import INSTANTANEOUS
-from faults.model import AtTime, FaultSchedule
+from faults.model import FaultSchedule
 from faults.schedule import RngDraw, generate
 from faults.space import FaultSpace
-from faults.triggers import trigger_sort_key
-from tests.faults.space_samples import PAYMENTS_SPACE, fits, space_dicts
+from tests.faults.space_samples import PAYMENTS_SPACE, check_inside, space_dicts
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = st.integers(min_value=-(2**63), max_value=2**64)
-
-
-def check_inside(space: FaultSpace, schedule: FaultSchedule) -> None:
-    assert space.min_events <= len(schedule.events) <= space.max_events
-    assert [e.id for e in schedule.events] == [f"f{i}" for i in range(len(schedule.events))]
-    assert schedule.space_hash == space.content_hash()
-    keys = [trigger_sort_key(e.trigger) for e in schedule.events]
-    assert keys == sorted(keys)
-    for event in schedule.events:
-        assert fits(space, event), event
-        if event.kind in INSTANTANEOUS:
-            assert event.duration_s is None
-        if isinstance(event.trigger, AtTime):
-            assert 0 <= event.trigger.offset_s <= space.horizon_s
 
 
 @settings(max_examples=60, deadline=None)

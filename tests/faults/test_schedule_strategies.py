@@ -12,8 +12,7 @@ from chaos.errors import ConfigError
 from faults.model import FaultSchedule, LatencyParams, OnConnection
 from faults.space import FaultSpace
 from faults.strategies import events, schedules
-from tests.faults.space_samples import PAYMENTS_SPACE, fits, space_dicts
-from tests.faults.test_schedule import check_inside
+from tests.faults.space_samples import PAYMENTS_SPACE, check_inside, fits, space_dicts
 
 SPACE = FaultSpace.from_dict(PAYMENTS_SPACE)
 QUIET = settings(database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
