@@ -9,7 +9,7 @@ import h11
 import pytest
 import trio
 
-from faults.proxy import ProxyServer
+from faults.proxy import ProxyServer, http
 from faults.proxy.http import open_toxiproxy
 from tests.faults.proxy.http_helpers import call, open_echo_server, port_of
 
@@ -34,6 +34,19 @@ async def _refused(port: int) -> bool:
         return True
     await stream.aclose()
     return False
+
+
+def test_public_surface() -> None:
+    assert sorted(http.__all__) == [
+        "HttpLimits",
+        "api_url",
+        "open_http_api",
+        "open_toxiproxy",
+        "serve_http",
+    ]
+    assert all(callable(getattr(http, name)) for name in http.__all__)
+    assert http.api_url("localhost", 8474) == "http://127.0.0.1:8474"
+    assert http.api_url("::1", 1) == "http://[::1]:1"
 
 
 # -- server-wide rules -----------------------------------------------------------------
