@@ -53,6 +53,8 @@ def _entry(final_state: Mapping[str, Any], key: str, kind: type) -> Any:
     if key not in final_state:
         raise MalformedState(f"final_state has no {key!r}")
     value = final_state[key]
+    if kind is list and isinstance(value, tuple):
+        return list(value)
     if not isinstance(value, kind):
         raise MalformedState(f"final_state[{key!r}] must be a {kind.__name__}, got {value!r}")
     return value

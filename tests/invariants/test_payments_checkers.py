@@ -260,3 +260,12 @@ def test_checkers_are_pure() -> None:
         first = get(name).check(EMPTY, state)
         assert get(name).check(EMPTY, state) == first
     assert state == before
+
+
+def test_tuples_read_like_lists() -> None:
+    state = golden()
+    state = {k: tuple(v) if isinstance(v, list) else v for k, v in state.items()}
+    assert all(
+        get(n).check(EMPTY, state).valid is True
+        for n in ("exactly_once", "no_lost_messages", "consistent_final_state")
+    )
