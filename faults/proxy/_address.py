@@ -19,7 +19,9 @@ def split_host_port(address: str, what: str) -> tuple[str, int]:
     host, _, port_text = address.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+    if not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5) or not (
+        0 <= int(port_text) <= 65535
+    ):
         raise BadRequest(f"bad request body: {what} has an invalid port in {address!r}")
     return host, int(port_text)
 
@@ -40,7 +42,11 @@ def bind_listener(listen: str) -> tuple[trio.socket.SocketType, str]:
             f"bad request body: listen host must be an IP address or localhost, got {host!r}"
         ) from None
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        where = join_host_port(host, port)
+        raise BindError(f"listen tcp {where}: socket: {exc.strerror}") from None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

@@ -33,6 +33,7 @@ class Proxy:
         self.enabled = False
         self.connections: set[Connection] = set()
         self.connection_count = 0
+        self._closed_bytes = 0
         self._toxics: dict[str, ToxicSpec] = {}
         self._listener: trio.socket.SocketType | None = None
         self._scope: trio.CancelScope | None = None
@@ -112,6 +113,7 @@ class Proxy:
             await conn.run()
         finally:
             self.connections.discard(conn)
+            self._closed_bytes += conn.upstream.bytes_read + conn.downstream.bytes_read
             self.emit(
                 "connection_closed",
                 conn=index,
@@ -119,6 +121,12 @@ class Proxy:
                 bytes_upstream=conn.upstream.bytes_read,
                 bytes_downstream=conn.downstream.bytes_read,
             )
+
+    @property
+    def bytes_total(self) -> int:
+        """Bytes that entered the proxy, both directions, over every connection so far."""
+        live = sum(c.upstream.bytes_read + c.downstream.bytes_read for c in self.connections)
+        return self._closed_bytes + live
 
     def on_connection(self, hook: Callable[[Connection], None]) -> Callable[[], None]:
         """Call ``hook`` for every new connection; returns a function that unregisters it."""
@@ -214,7 +222,10 @@ def _check_stream(stream: Any) -> str:
 def _check_toxicity(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"bad request body: toxicity must be a number, got {value!r}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise BadRequest("bad request body: toxicity is out of range") from None
     if not 0.0 <= result <= 1.0:
         raise BadRequest(f"bad request body: toxicity must be between 0 and 1, got {result}")
     return result

@@ -84,28 +84,31 @@ class ProxyServer:
     ) -> Proxy:
         """Partial update; a new listen or upstream restarts the proxy (toxics kept)."""
         proxy = self.get_proxy(name)
+        if upstream is not None:
+            Proxy.check_upstream(upstream)
         restart = (listen is not None and listen != proxy.listen) or (
             upstream is not None and upstream != proxy.upstream
         )
-        if upstream is not None:
-            Proxy.check_upstream(upstream)
+        want_enabled = proxy.enabled if enabled is None else enabled
         if restart:
-            was_enabled = proxy.enabled
-            old_listen = proxy.listen
+            old = (proxy.listen, proxy.upstream, proxy.enabled)
             proxy.stop()
             if listen is not None:
                 proxy.listen = listen
             if upstream is not None:
                 proxy.upstream = upstream
-            if was_enabled or enabled:
+            if want_enabled:
                 try:
                     proxy.start()
                 except Exception:
-                    proxy.listen = old_listen
+                    # All or nothing: put the old configuration back, running as it was.
+                    proxy.listen, proxy.upstream, was_enabled = old
+                    if was_enabled:
+                        proxy.start()
                     raise
-        if enabled is True:
+        elif want_enabled:
             proxy.start()
-        elif enabled is False:
+        else:
             proxy.stop()
         self.emit("proxy_updated", **proxy.to_json())
         return proxy

@@ -327,12 +327,6 @@ async def test_reset_enables_proxies_and_removes_toxics(api: tuple[ProxyServer, 
     assert (state["enabled"], state["toxics"]) == (True, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: faults/proxy/_address.py split_host_port calls int() on any "
-    "str.isdigit() port, so '²' or 5000 digits raise ValueError; the API drops the "
-    "connection instead of answering 400",
-)
 @pytest.mark.parametrize("field", ["upstream", "listen"])
 @pytest.mark.parametrize(
     "port_text",
