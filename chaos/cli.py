@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import trio
@@ -104,6 +105,49 @@ async def _serve_proxy(host: str, port: int, seed: int, dial_timeout: float) -> 
             print(f"chaos proxy: Toxiproxy API on {url} (seed {seed})", flush=True)
             async for _signum in signals:
                 return
+
+
+# -- chaos run / show ----------------------------------------------------------------
+
+
+@app.command("run")
+def run(
+    scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
+    seed: Annotated[int, typer.Option(help="The run seed: same seed, same faults.")] = 0,
+    variant: Annotated[str, typer.Option(help="golden or a defective variant.")] = "golden",
+    out: Annotated[
+        Path | None, typer.Option(help="Trace file (default traces/SCENARIO-VARIANT-seedN.trace).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON verdict object.")] = False,
+    postgres_dsn: Annotated[
+        str | None, typer.Option(help="Use this PostgreSQL instead of an embedded one.")
+    ] = None,
+    nats_url: Annotated[
+        str | None, typer.Option(help="Use this NATS (JetStream) instead of an embedded one.")
+    ] = None,
+) -> None:
+    """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
+    from chaos._cli_run import run_command
+
+    try:
+        code = run_command(scenario, seed, variant, out, as_json, postgres_dsn, nats_url)
+    except KeyboardInterrupt:
+        _fail("interrupted: every process, proxy and temp dir of the run was removed", 130)
+    raise SystemExit(code)
+
+
+@app.command("show")
+def show(
+    trace: Annotated[Path, typer.Argument(help="A trace written by chaos run.")],
+    faults_only: Annotated[bool, typer.Option(help="Only fault spans and nemesis ops.")] = False,
+    ops_only: Annotated[bool, typer.Option(help="Only workload operations.")] = False,
+    since: Annotated[float | None, typer.Option(help="From this many seconds in.")] = None,
+    until: Annotated[float | None, typer.Option(help="Up to this many seconds in.")] = None,
+) -> None:
+    """Print a trace as a plain-text timeline."""
+    from chaos._cli_run import show_command
+
+    show_command(trace, faults_only, ops_only, since, until)
 
 
 # -- entry point ---------------------------------------------------------------------

@@ -112,9 +112,7 @@ class ReplayDiverged(ChaosError):
         self.first_divergence = first_divergence
 
     @classmethod
-    def from_mismatch(
-        cls, index: int, expected: Any, actual: Any
-    ) -> ReplayDiverged:
+    def from_mismatch(cls, index: int, expected: Any, actual: Any) -> ReplayDiverged:
         return cls(
             f"replay diverged at event {index}: expected {expected!r}, got {actual!r}",
             {"index": index, "expected": expected, "actual": actual},

@@ -1,0 +1,102 @@
+"""``chaos run`` and ``chaos show``: one reproducible run, and a trace as a timeline."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from chaos.errors import ConfigError
+from chaos.run import RunOptions, RunResult, run_scenario
+from chaos.scenario import load_scenario
+
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: int) -> int:
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"seed must be between 0 and 2**63-1, got {seed}")
+    return seed
+
+
+def run_command(
+    scenario: str,
+    seed: int,
+    variant: str,
+    out: Path | None,
+    as_json: bool,
+    postgres_dsn: str | None,
+    nats_url: str | None,
+) -> int:
+    """Run once; print the verdicts (or one JSON object); return the exit code."""
+    check_seed(seed)
+    loaded = load_scenario(scenario)
+    loaded.check_variant(variant)
+    if out is not None and out.is_dir():
+        raise ConfigError(f"--out {out} is a directory, not a trace file path")
+    err = Console(stderr=True)
+    with err.status(f"chaos run {loaded.id} --seed {seed}: starting") as status:
+
+        def progress(phase: str) -> None:
+            status.update(f"chaos run {loaded.id} --variant {variant} --seed {seed}: {phase}")
+
+        options = RunOptions(
+            loaded,
+            seed,
+            variant=variant,
+            out=out,
+            postgres_dsn=postgres_dsn,
+            nats_url=nats_url,
+            progress=progress,
+        )
+        result = trio.run(run_scenario, options)
+    if as_json:
+        print(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        print_result(result)
+    return result.exit_code
+
+
+def print_result(result: RunResult) -> None:
+    out = Console()
+    schedule = result.schedule.events
+    out.print(
+        f"[bold]{result.scenario}[/] variant [bold]{result.variant}[/] seed {result.seed}: "
+        f"{len(schedule)} fault(s): "
+        + (", ".join(f"{e.id} {e.kind.value} {e.target}" for e in schedule) or "none")
+    )
+    table = Table("invariant", "verdict", "explanation")
+    for verdict in result.verdicts:
+        if verdict.valid is True:
+            mark = "[green]held[/]"
+        elif verdict.valid is False:
+            mark = "[red]VIOLATED[/]"
+        else:
+            mark = "[yellow]unknown[/]"
+        table.add_row(verdict.name, mark, verdict.explanation)
+    out.print(table)
+    if not result.settled:
+        out.print("[yellow]the system did not settle within the scenario's timeout[/]")
+    held = "all invariants held" if result.held else "invariants violated"
+    out.print(f"{held}; trace: {result.trace}")
+
+
+def show_command(
+    trace: Path, faults_only: bool, ops_only: bool, since: float | None, until: float | None
+) -> None:
+    from replay.timeline import render_timeline
+    from replay.trace import read_trace
+
+    if faults_only and ops_only:
+        raise ConfigError("--faults-only and --ops-only exclude each other")
+    text = render_timeline(
+        read_trace(trace),
+        faults_only=faults_only,
+        ops_only=ops_only,
+        since_s=since,
+        until_s=until,
+    )
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -1,0 +1,128 @@
+"""Scenarios: what a run sets up, drives, waits for and checks.
+
+A scenario is a folder (``scenarios/<id>/`` or a user's path) whose ``scenario.py`` defines
+``SCENARIO``, an instance of a ``Scenario`` subclass, and whose ``README.md`` is its
+specification. The runner (``chaos.run``) calls, in order: ``setup`` (start services and
+the proxied links between them), ``workload`` (drive the system while faults land),
+``settled`` (polled until true or the timeout), and ``final_state`` (read the real stores);
+then it checks the scenario's invariants against that state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from chaos.errors import ConfigError
+from faults.space import FaultSpace
+
+if TYPE_CHECKING:
+    from chaos.run import RunContext
+
+BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "scenarios"
+_HASHED = {".py", ".md", ".toml", ".sql", ".json", ".txt"}
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A message subject faults can target: where it is published and consumed."""
+
+    nats_subject: str
+    stream: str
+    consume_link: str
+    publish_link: str
+
+
+class Scenario(ABC):
+    """Base of every scenario. Subclasses set the class attributes and the four hooks."""
+
+    id: ClassVar[str]
+    description: ClassVar[str] = ""
+    #: Variant name -> one line; "golden" must be one of them.
+    variants: ClassVar[dict[str, str]] = {"golden": "the reference implementation"}
+    invariants: ClassVar[tuple[str, ...]] = ()
+    #: Logical subject name (as fault targets use it) -> where it flows.
+    subjects: ClassVar[dict[str, Subject]] = {}
+    settle_timeout_s: ClassVar[float] = 30.0
+
+    path: Path = BUILTIN_ROOT
+
+    @abstractmethod
+    def fault_space(self, variant: str) -> FaultSpace:
+        """The faults a run of ``variant`` may draw."""
+
+    @abstractmethod
+    async def setup(self, ctx: RunContext) -> None:
+        """Start the services and declare the proxied links."""
+
+    @abstractmethod
+    async def workload(self, ctx: RunContext) -> None:
+        """Drive the system; faults land meanwhile. Return when the workload is done."""
+
+    @abstractmethod
+    async def settled(self, ctx: RunContext) -> bool:
+        """True once everything the workload started has been processed."""
+
+    @abstractmethod
+    async def final_state(self, ctx: RunContext) -> dict[str, Any]:
+        """The final state, read from the real stores, for the invariants."""
+
+    def check_variant(self, variant: str) -> None:
+        if variant not in self.variants:
+            raise ConfigError(
+                f"scenario {self.id} has no variant {variant!r} "
+                f"(it has: {', '.join(self.variants)})"
+            )
+
+    def content_hash(self) -> str:
+        """SHA-256 over the scenario folder's source and docs (what replay checks for drift)."""
+        h = hashlib.sha256()
+        for file in sorted(self.path.rglob("*")):
+            if file.is_file() and file.suffix in _HASHED and "__pycache__" not in file.parts:
+                h.update(str(file.relative_to(self.path)).encode() + b"\0")
+                h.update(file.read_bytes() + b"\0")
+        return h.hexdigest()
+
+
+def builtin_scenarios() -> list[str]:
+    return sorted(p.name for p in BUILTIN_ROOT.iterdir() if (p / "scenario.py").is_file())
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by id (``payments``) or a folder holding ``scenario.py``."""
+    if (
+        re.fullmatch(r"[a-z][a-z0-9_]*", name_or_path)
+        and (BUILTIN_ROOT / name_or_path / "scenario.py").is_file()
+    ):
+        module = importlib.import_module(f"scenarios.{name_or_path}.scenario")
+        folder = BUILTIN_ROOT / name_or_path
+    else:
+        folder = Path(name_or_path)
+        file = folder / "scenario.py"
+        if not file.is_file():
+            known = ", ".join(builtin_scenarios()) or "none"
+            raise ConfigError(
+                f"unknown scenario {name_or_path!r}: not a built-in ({known}) "
+                "nor a folder with a scenario.py"
+            )
+        spec = importlib.util.spec_from_file_location(f"chaos_user_scenario_{folder.name}", file)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"cannot load {file}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise ConfigError(f"{file}: {type(exc).__name__}: {exc}") from None
+    scenario = getattr(module, "SCENARIO", None)
+    if not isinstance(scenario, Scenario):
+        raise ConfigError(f"{folder / 'scenario.py'} defines no SCENARIO (a Scenario instance)")
+    scenario.path = folder.resolve()
+    return scenario

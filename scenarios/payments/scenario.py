@@ -1,0 +1,194 @@
+"""The payments scenario: orders over JetStream, charged at a gateway and booked in Postgres.
+
+See README.md beside this file: it is the specification (failure modes, invariants,
+delivery semantics, what counts as recovered, the variants).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import trio
+
+from chaos.errors import ConfigError
+from chaos.run import RunContext
+from chaos.scenario import Scenario, Subject
+from chaos.services import free_port
+from faults.space import FaultSpace
+
+HERE = Path(__file__).resolve().parent
+ORDERS = 30
+ACCOUNTS = 5
+ACK_WAIT_S = 2.0
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=3) as response:
+        return json.loads(response.read())
+
+
+def _query(dsn: str, sql: str) -> list[dict[str, Any]]:
+    with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
+        cur = conn.execute(sql)
+        names = [c.name for c in cur.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+class Payments(Scenario):
+    id = "payments"
+    description = "orders over JetStream, charged once at a gateway, booked once in Postgres"
+    variants = {
+        "golden": "idempotency key per order, enforced in Postgres and at the gateway; "
+        "ack after commit; retries with backoff",
+        "no-idempotency": "the golden consumer without its idempotency check",
+    }
+    invariants = ("exactly_once", "no_lost_messages", "consistent_final_state")
+    subjects = {
+        "orders": Subject(
+            nats_subject="orders.new",
+            stream="ORDERS",
+            consume_link="consumer-nats",
+            publish_link="producer-nats",
+        )
+    }
+    settle_timeout_s = 30.0
+
+    def fault_space(self, variant: str) -> FaultSpace:
+        self.check_variant(variant)
+        try:
+            spaces = tomllib.loads((self.path / "faults.toml").read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{self.path / 'faults.toml'}: {exc}") from None
+        return FaultSpace.from_dict(spaces[variant])
+
+    def orders(self, ctx: RunContext) -> list[dict[str, Any]]:
+        rng = ctx.rng("orders")
+        return [
+            {
+                "order_id": f"o-{i:03d}",
+                "account": f"acct-{rng.randint(1, ACCOUNTS)}",
+                "amount_cents": rng.randint(100, 10_000),
+            }
+            for i in range(1, ORDERS + 1)
+        ]
+
+    async def setup(self, ctx: RunContext) -> None:
+        pg = await ctx.postgres()
+        nats = await ctx.nats()
+        gateway_port = free_port()
+        await ctx.start_service(
+            "gateway",
+            [
+                ctx.python(),
+                "-m",
+                "scenarios.payments.gateway",
+                str(gateway_port),
+                str(ctx.run_dir / "gateway.jsonl"),
+            ],
+            ready_line="gateway listening",
+        )
+        nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
+        pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
+        gateway_for_consumer = ctx.add_link("consumer-gateway", f"127.0.0.1:{gateway_port}")
+        nats_for_producer = ctx.add_link("producer-nats", f"{nats.host}:{nats.port}")
+        ctx.state.update(
+            pg=pg,
+            nats=nats,
+            gateway=f"http://127.0.0.1:{gateway_port}",
+            producer_nats=f"nats://{nats_for_producer}",
+            orders=self.orders(ctx),
+        )
+        await ctx.start_service(
+            "consumer",
+            [ctx.python(), "-m", "scenarios.payments.consumer"],
+            env={
+                "VARIANT": ctx.variant,
+                "NATS_URL": f"nats://{nats_for_consumer}",
+                "PG_DSN": f"postgresql://{pg.user}@{pg_for_consumer}/{pg.database}",
+                "GATEWAY_URL": f"http://{gateway_for_consumer}",
+                "ACK_WAIT_S": str(ACK_WAIT_S),
+            },
+            ready_line="consumer ready",
+        )
+
+    async def workload(self, ctx: RunContext) -> None:
+        orders_file = ctx.run_dir / "orders.json"
+        orders_file.write_text(json.dumps(ctx.state["orders"]))
+        await ctx.run_to_completion(
+            "producer",
+            [ctx.python(), "-m", "scenarios.payments.producer"],
+            env={"NATS_URL": ctx.state["producer_nats"], "ORDERS_FILE": str(orders_file)},
+        )
+
+    def published(self, ctx: RunContext) -> list[str]:
+        seen: dict[str, None] = {}
+        for e in ctx.recorder.events:
+            if e["process"] == "producer" and e["type"] == "ok" and e["f"] == "publish":
+                seen[str(e["value"])] = None
+        return list(seen)
+
+    async def settled(self, ctx: RunContext) -> bool:
+        published = set(self.published(ctx))
+        rows = await trio.to_thread.run_sync(
+            _query, ctx.state["pg"].dsn, "SELECT DISTINCT order_id FROM charges"
+        )
+        if not published <= {r["order_id"] for r in rows}:
+            return False
+        nats = ctx.state["nats"]
+        if not nats.monitor_port:
+            return True
+        jsz = await trio.to_thread.run_sync(
+            _get_json, f"http://{nats.host}:{nats.monitor_port}/jsz?consumers=true&accounts=true"
+        )
+        for account in jsz.get("account_details", []):
+            for stream in account.get("stream_detail", []):
+                for consumer in stream.get("consumer_detail", []):
+                    if consumer.get("num_ack_pending") or consumer.get("num_pending"):
+                        return False
+        return True
+
+    async def final_state(self, ctx: RunContext) -> dict[str, Any]:
+        dsn = ctx.state["pg"].dsn
+
+        async def query(sql: str) -> list[dict[str, Any]]:
+            try:
+                return await trio.to_thread.run_sync(_query, dsn, sql)
+            except psycopg.errors.UndefinedTable:
+                return []
+
+        charges = await query("SELECT order_id, amount_cents FROM charges ORDER BY order_id")
+        ledger = await query("SELECT order_id, account, amount_cents FROM ledger ORDER BY id")
+        balances = await query("SELECT account, balance_cents FROM balances ORDER BY account")
+        gateway = await trio.to_thread.run_sync(_get_json, ctx.state["gateway"] + "/charges")
+        return {
+            "published": self.published(ctx),
+            "orders": {
+                o["order_id"]: {"account": o["account"], "amount_cents": o["amount_cents"]}
+                for o in ctx.state["orders"]
+            },
+            "gateway_charges": [
+                {k: c[k] for k in ("order_id", "idempotency_key", "amount_cents")} for c in gateway
+            ],
+            "charges": [
+                {"order_id": r["order_id"], "amount_cents": int(r["amount_cents"])} for r in charges
+            ],
+            "ledger": [
+                {
+                    "order_id": r["order_id"],
+                    "account": r["account"],
+                    "amount_cents": int(r["amount_cents"]),
+                }
+                for r in ledger
+            ],
+            "balances": {r["account"]: int(r["balance_cents"]) for r in balances},
+        }
+
+
+SCENARIO = Payments()
+
+__all__ = ["SCENARIO", "Payments"]
