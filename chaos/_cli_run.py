@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
 import trio
 from rich.console import Console
 from rich.table import Table

@@ -128,11 +128,14 @@ def run(
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
+    from chaos.run import is_interruption
 
     try:
         code = run_command(scenario, seed, variant, out, as_json, postgres_dsn, nats_url)
-    except KeyboardInterrupt:
-        _fail("interrupted: every process, proxy and temp dir of the run was removed", 130)
+    except BaseException as exc:
+        if is_interruption(exc):
+            _fail("interrupted: every process, proxy and temp dir of the run was removed", 130)
+        raise
     raise SystemExit(code)
 
 
@@ -148,6 +151,28 @@ def show(
     from chaos._cli_run import show_command
 
     show_command(trace, faults_only, ops_only, since, until)
+
+
+# -- chaos replay --------------------------------------------------------------------
+
+
+@app.command("replay")
+def replay(
+    trace: Annotated[Path, typer.Argument(help="A trace written by chaos run.")],
+    times: Annotated[int, typer.Option(help="How many replays (replay fidelity is k/N).")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report object.")] = False,
+    strict: Annotated[
+        bool, typer.Option(help="Scenario or version drift is an error (exit 2), not a warning.")
+    ] = False,
+) -> None:
+    """Re-run a trace with its own faults: exit 0 reproduced, 1 not, 2 bad input, 3 error."""
+    from chaos._cli_replay import replay_command
+
+    try:
+        code = replay_command(trace, times, as_json, strict)
+    except KeyboardInterrupt:
+        _fail("interrupted: every process, proxy and temp dir of the replay was removed", 130)
+    raise SystemExit(code)
 
 
 # -- entry point ---------------------------------------------------------------------

@@ -326,8 +326,9 @@ async def run_scenario(options: RunOptions) -> RunResult:
     except ConfigError:
         outcome, exit_code = "bad input", EXIT_BAD_INPUT
         raise
-    except (KeyboardInterrupt, trio.Cancelled):
-        outcome = "interrupted"
+    except BaseException as exc:
+        if is_interruption(exc):
+            outcome = "interrupted"
         raise
     finally:
         if not writer.closed:
@@ -335,6 +336,13 @@ async def run_scenario(options: RunOptions) -> RunResult:
                 writer.write_end(outcome, exit_code, time.monotonic() - started)
             finally:
                 writer.close()
+
+
+def is_interruption(exc: BaseException) -> bool:
+    """Cancellation or Ctrl-C, alone or grouped by nurseries."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_interruption(e) for e in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt | trio.Cancelled)
 
 
 class _PhaseClock:
@@ -443,5 +451,6 @@ __all__ = [
     "RunContext",
     "RunOptions",
     "RunResult",
+    "is_interruption",
     "run_scenario",
 ]

@@ -1,0 +1,94 @@
+"""``chaos replay``: re-run a recorded trace N times; fidelity, verdict match, first divergence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import trio
+from rich.console import Console
+from rich.markup import escape
+
+from chaos.errors import ConfigError
+
+MAX_TIMES = 1000
+
+
+def _validity(valid: Any) -> str:
+    if valid is True:
+        return "held"
+    return "VIOLATED" if valid is False else "unknown"
+
+
+def _interrupted(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_interrupted(e) for e in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt | trio.Cancelled)
+
+
+def _verdicts(verdicts: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{v.get('name')} {_validity(v.get('valid'))}" for v in verdicts) or "none"
+
+
+def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
+    """Replay ``trace`` ``times`` times; print the report (or one JSON object); the exit code."""
+    from replay.replay import prepare_replay, run_replays
+
+    if not 1 <= times <= MAX_TIMES:
+        raise ConfigError(f"--times must be between 1 and {MAX_TIMES}, got {times}")
+    err = Console(stderr=True, highlight=False)
+    plan = prepare_replay(trace, strict=strict)
+    for line in plan.drift:
+        err.print(f"[yellow]chaos: warning: drift: {escape(line)}[/]")
+    if plan.drift:
+        err.print("[yellow]chaos: warning: the replay may not reproduce the recording[/]")
+    if plan.partial:
+        err.print(
+            "[yellow]chaos: warning: the trace is partial (the recorded run was cut off): "
+            f"{len(plan.trace.verdicts)} recorded verdict(s) to compare against[/]"
+        )
+    label = f"chaos replay {plan.scenario.id} --variant {plan.variant} --seed {plan.seed}"
+    with err.status(f"{label}: starting") as status:
+
+        def progress(message: str) -> None:
+            status.update(f"{label}: {message}")
+
+        try:
+            report = trio.run(run_replays, plan, times, progress)
+        except BaseException as exc:
+            if _interrupted(exc):
+                raise KeyboardInterrupt from None
+            raise
+    if as_json:
+        print(json.dumps(report.to_json(), sort_keys=True, default=str))
+        return report.exit_code
+    out = Console(highlight=False)
+    n_faults = len(plan.schedule.events)
+    out.print(
+        f"[bold]{escape(str(trace))}[/]: {plan.scenario.id} variant [bold]{plan.variant}[/] "
+        f"seed {plan.seed}, {n_faults} fault(s) from the trace"
+        + (" [yellow](partial trace)[/]" if report.partial else "")
+    )
+    out.print(f"recorded: {escape(_verdicts(report.recorded))}")
+    for r in report.replays:
+        if r.error is not None:
+            head = f"[red]harness error[/]: {escape(r.error)}"
+        elif r.matched:
+            head = "[green]reproduced[/] the recorded verdicts"
+        else:
+            head = f"[red]did not reproduce[/] ({escape(', '.join(r.mismatched))} differ)"
+        out.print(f"replay {r.number}/{report.times}: {head}  ({r.wall_s:.1f}s)")
+        if r.verdicts and not r.matched:
+            out.print(f"  verdicts: {escape(_verdicts(r.verdicts))}")
+        if r.first_divergence is None:
+            out.print("  first divergence: none (the logical history matches the recording)")
+        else:
+            out.print(f"  first divergence: {escape(r.first_divergence.describe())}")
+        out.print(f"  trace: {escape(str(r.trace))}")
+    colour = "green" if report.reproduced else "red"
+    out.print(
+        f"replay fidelity: [{colour}]{report.matched}/{report.times}[/] "
+        f"({report.fidelity:.0%}) of the replays reproduced the recorded verdicts"
+    )
+    return report.exit_code

@@ -1,0 +1,252 @@
+"""`chaos run payments`: the real scenario on real PostgreSQL, NATS and processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import trio
+
+from chaos.run import RunOptions, run_scenario
+from chaos.scenario import load_scenario
+from chaos.services import default_run_parent
+from faults.model import FaultSchedule
+from faults.schedule import generate
+from replay.trace import read_trace
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def run_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Runs put their temp dirs here, so a test can see that nothing is left behind.
+
+    Beside the default run dirs (not under pytest's private tmp_path): PostgreSQL runs as
+    its own user and must be able to reach its data directory.
+    """
+    root = Path(tempfile.mkdtemp(prefix="chaos-test-runs-", dir=default_run_parent()))
+    root.chmod(0o755)
+    monkeypatch.setenv("CHAOS_RUN_DIR", str(root))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def assert_nothing_left(run_root: Path) -> None:
+    assert list(run_root.iterdir()) == []
+    children = psutil.Process().children(recursive=True)
+    alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+@pytest.mark.parametrize("seed", [0, 7, 11])
+async def test_golden_holds(seed: int, tmp_path: Path, run_root: Path) -> None:
+    scenario = load_scenario("payments")
+    result = await run_scenario(RunOptions(scenario, seed, out=tmp_path / "t.trace"))
+    assert result.settled
+    assert [(v.name, v.valid) for v in result.verdicts] == [
+        ("exactly_once", True),
+        ("no_lost_messages", True),
+        ("consistent_final_state", True),
+    ]
+    assert result.exit_code == 0
+    trace = read_trace(tmp_path / "t.trace")
+    assert not trace.partial
+    assert trace.schedule == generate(scenario.fault_space("golden"), seed).to_dict()
+    assert_nothing_left(run_root)
+
+
+def forced_redelivery(scenario: Any, count: int) -> FaultSchedule:
+    space = scenario.fault_space("golden")
+    return FaultSchedule.from_dict(
+        {
+            "seed": 0,
+            "space_hash": space.content_hash(),
+            "events": [
+                {
+                    "id": "f0",
+                    "kind": "redeliver",
+                    "target": "subject:orders",
+                    "params": {"count": count},
+                    "trigger": {"type": "on_message", "subject": "orders", "n": 3},
+                }
+            ],
+        }
+    )
+
+
+def deliveries(events: list[dict[str, Any]]) -> list[int]:
+    return [
+        e["value"]["delivery"]
+        for e in events
+        if e["process"] == "proxy" and e["f"] == "nats_delivery"
+    ]
+
+
+async def test_golden_survives_forced_redelivery(tmp_path: Path, run_root: Path) -> None:
+    scenario = load_scenario("payments")
+    schedule = forced_redelivery(scenario, 3)
+    result = await run_scenario(
+        RunOptions(scenario, 5, out=tmp_path / "t.trace", schedule=schedule)
+    )
+    dropped = [e for e in result.history if e["f"] == "frame_dropped"]
+    assert len(dropped) == 3
+    assert deliveries(result.history).count(2) == 3  # each dropped ack came back once
+    assert result.held
+    skipped = [
+        e
+        for e in result.history
+        if e["process"] == "consumer" and e["type"] == "ok" and e.get("skipped")
+    ]
+    assert len(skipped) == 3  # the golden consumer recognised every redelivery
+
+
+async def test_no_idempotency_variant_is_caught_by_exactly_once(
+    tmp_path: Path, run_root: Path
+) -> None:
+    scenario = load_scenario("payments")
+    schedule = forced_redelivery(scenario, 1)
+    result = await run_scenario(
+        RunOptions(
+            scenario, 5, variant="no-idempotency", out=tmp_path / "t.trace", schedule=schedule
+        )
+    )
+    verdicts = {v.name: v for v in result.verdicts}
+    assert verdicts["exactly_once"].valid is False
+    assert "(x2)" in verdicts["exactly_once"].explanation
+    assert verdicts["no_lost_messages"].valid is True
+    assert result.exit_code == 1
+    assert_nothing_left(run_root)
+
+
+async def test_cancelling_mid_run_leaves_nothing_behind(tmp_path: Path, run_root: Path) -> None:
+    scenario = load_scenario("payments")
+    with trio.move_on_after(2.0) as scope:
+        await run_scenario(RunOptions(scenario, 7, out=tmp_path / "t.trace"))
+    assert scope.cancelled_caught
+    assert_nothing_left(run_root)
+    trace = read_trace(tmp_path / "t.trace")
+    assert trace.end is not None
+    assert trace.end["outcome"] == "interrupted"
+
+
+class _Boom(Exception):
+    pass
+
+
+async def test_an_exception_mid_run_leaves_nothing_behind(
+    tmp_path: Path, run_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = load_scenario("payments")
+
+    async def workload(ctx: Any) -> None:
+        await trio.sleep(0.5)
+        raise _Boom("workload failed")
+
+    monkeypatch.setattr(scenario, "workload", workload)
+    with pytest.RaisesGroup(_Boom, allow_unwrapped=True, flatten_subgroups=True):
+        await run_scenario(RunOptions(scenario, 7, out=tmp_path / "t.trace"))
+    assert_nothing_left(run_root)
+    trace = read_trace(tmp_path / "t.trace")
+    assert trace.end is not None
+    assert trace.end["outcome"] == "error"
+
+
+def _chaos(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "chaos", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_cli_json_verdict(tmp_path: Path, run_root: Path) -> None:
+    out = tmp_path / "run.trace"
+    done = _chaos("run", "payments", "--seed", "3", "--json", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    assert {"scenario", "variant", "seed", "schedule", "verdicts", "held", "trace"} <= set(verdict)
+    assert verdict["held"] is True
+    assert verdict["seed"] == 3
+    assert verdict["trace"] == str(out)
+    assert [v["name"] for v in verdict["verdicts"]] == [
+        "exactly_once",
+        "no_lost_messages",
+        "consistent_final_state",
+    ]
+    assert verdict["schedule"] == read_trace(out).schedule["events"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "nosuch", "--seed", "1"], "unknown scenario 'nosuch'"),
+        (["run", "payments", "--seed", "-1"], "seed must be between 0 and 2**63-1, got -1"),
+        (["run", "payments", "--seed", "abc"], "Invalid value for '--seed'"),
+        (["run", "payments", "--variant", "nope"], "scenario payments has no variant 'nope'"),
+        (["run", "payments", "--out", "/proc/nope/t.trace"], "cannot write trace"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(
+    args: list[str], message: str, run_root: Path
+) -> None:
+    done = _chaos(*args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("chaos: error: ")
+    assert message in lines[0]
+    assert list(run_root.iterdir()) == []
+
+
+def test_ctrl_c_mid_run_removes_everything(tmp_path: Path, run_root: Path) -> None:
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chaos",
+            "run",
+            "payments",
+            "--seed",
+            "7",
+            "--out",
+            str(tmp_path / "t.trace"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Wait until the run is in its workload (the consumer is up), then interrupt.
+        for _ in range(200):
+            if any(
+                "consumer" in " ".join(p.cmdline())
+                for p in psutil.Process(child.pid).children(recursive=True)
+                if p.is_running()
+            ):
+                break
+            trio_sleep = 0.05
+            subprocess.run(["sleep", str(trio_sleep)], check=True)
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith("chaos: error: interrupted")
+    assert list(run_root.iterdir()) == []
+    assert read_trace(tmp_path / "t.trace").end["outcome"] == "interrupted"
