@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
 
     if not 1 <= times <= MAX_TIMES:
         raise ConfigError(f"--times must be between 1 and {MAX_TIMES}, got {times}")
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     plan = prepare_replay(trace, strict=strict)
     for line in plan.drift:
         err.print(f"[yellow]chaos: warning: drift: {escape(line)}[/]")
@@ -55,7 +56,7 @@ def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
             status.update(f"{label}: {message}")
 
         try:
-            report = trio.run(run_replays, plan, times, progress)
+            report = trio.run(partial(run_replays, plan, times, progress=progress))
         except BaseException as exc:
             if _interrupted(exc):
                 raise KeyboardInterrupt from None
@@ -63,7 +64,7 @@ def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
     if as_json:
         print(json.dumps(report.to_json(), sort_keys=True, default=str))
         return report.exit_code
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)
     n_faults = len(plan.schedule.events)
     out.print(
         f"[bold]{escape(str(trace))}[/]: {plan.scenario.id} variant [bold]{plan.variant}[/] "

@@ -175,6 +175,26 @@ def replay(
     raise SystemExit(code)
 
 
+# -- chaos report --------------------------------------------------------------------
+
+
+@app.command("report")
+def report(
+    trace: Annotated[Path, typer.Argument(help="The original trace.")],
+    replays: Annotated[
+        list[Path] | None, typer.Argument(help="Replay traces to show beside the original.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("-o", "--out", help="HTML file to write (default: TRACE.report.html)."),
+    ] = None,
+) -> None:
+    """Write one self-contained HTML report (timeline, ops, verdicts) and print its path."""
+    from chaos._cli_report import report_command
+
+    report_command(trace, replays or [], out)
+
+
 # -- entry point ---------------------------------------------------------------------
 
 

@@ -221,9 +221,11 @@ class RunContext:
         *,
         env: Mapping[str, str] | None = None,
         ready_line: str | None = None,
+        wait: bool = True,
     ) -> ManagedProcess:
-        """Start a service under test (its wall clock skewable), wait until it prints
-        ``ready_line`` (if given); it is stopped and reaped when the run ends."""
+        """Start a service under test (its wall clock skewable) and wait until it prints
+        ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
+        at once). It is stopped and reaped when the run ends."""
         seen = {"count": 0}
         holder: list[ManagedProcess] = []
 
@@ -247,12 +249,19 @@ class RunContext:
                 faketime=skew,
                 on_exit=self._on_exit,
                 stop_grace=2.0,
+                wait_ready=wait,
             )
         )
         holder.append(process)
         self._services[name] = process
         self.recorder.record(f"service:{name}", "info", "start", {"pid": process.pid})
         return process
+
+    async def ready(self, *processes: ManagedProcess) -> None:
+        """Wait until every one of ``processes`` is ready, side by side."""
+        async with trio.open_nursery() as nursery:
+            for process in processes:
+                nursery.start_soon(process.ready)
 
     def _on_exit(self, name: str, code: int, expected: bool) -> None:
         self.recorder.record(

@@ -37,7 +37,7 @@ ReadyProbe = Callable[[], Awaitable[bool]]
 ExitHook = Callable[[str, int, bool], None]
 """`on_exit(service_name, returncode, expected)`; expected is False when the service died."""
 
-_POLL_INTERVAL = 0.05
+_POLL_INTERVAL = 0.01
 _DRAIN_TIMEOUT = 0.5
 
 
@@ -130,8 +130,9 @@ class ManagedProcess:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Start the child (if not running) and wait until the ready probe passes."""
+    async def start(self, *, wait_ready: bool = True) -> None:
+        """Start the child (if not running) and wait until the ready probe passes (unless
+        ``wait_ready`` is false: then ``await ready()`` later, e.g. for several at once)."""
         if self.running:
             return
         become_subreaper()
@@ -157,7 +158,14 @@ class ManagedProcess:
         self._paused = False
         self.starts += 1
         self._nursery.start_soon(self._watch, cur)
-        await self._await_ready(cur)
+        if wait_ready:
+            await self._await_ready(cur)
+
+    async def ready(self) -> None:
+        """Wait until the current child passes its ready probe (ServiceError if it cannot)."""
+        if self._current is None:
+            raise ServiceError(f"{self.name} has not been started")
+        await self._await_ready(self._current)
 
     async def _watch(self, cur: _Incarnation) -> None:
         # Shielded: outside cancellation must not stop exit reporting; _close cancels it.
@@ -319,6 +327,7 @@ async def open_process_service(
     faketime: SkewFile | None = None,
     on_exit: ExitHook | None = None,
     tail_lines: int = 200,
+    wait_ready: bool = True,
 ) -> AsyncIterator[ManagedProcess]:
     """Start `argv` as service `name`, wait until `ready`, stop it and reap it on exit.
 
@@ -345,7 +354,7 @@ async def open_process_service(
                 tail_lines=tail_lines,
             )
             try:
-                await service.start()
+                await service.start(wait_ready=wait_ready)
                 yield service
             finally:
                 await service._close()

@@ -78,10 +78,8 @@ class Payments(Scenario):
         ]
 
     async def setup(self, ctx: RunContext) -> None:
-        pg = await ctx.postgres()
-        nats = await ctx.nats()
         gateway_port = free_port()
-        await ctx.start_service(
+        gateway = await ctx.start_service(  # starts while Postgres and NATS come up
             "gateway",
             [
                 ctx.python(),
@@ -91,7 +89,10 @@ class Payments(Scenario):
                 str(ctx.run_dir / "gateway.jsonl"),
             ],
             ready_line="gateway listening",
+            wait=False,
         )
+        pg = await ctx.postgres()
+        nats = await ctx.nats()
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
         pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
         gateway_for_consumer = ctx.add_link("consumer-gateway", f"127.0.0.1:{gateway_port}")
@@ -103,7 +104,7 @@ class Payments(Scenario):
             producer_nats=f"nats://{nats_for_producer}",
             orders=self.orders(ctx),
         )
-        await ctx.start_service(
+        consumer = await ctx.start_service(
             "consumer",
             [ctx.python(), "-m", "scenarios.payments.consumer"],
             env={
@@ -114,7 +115,9 @@ class Payments(Scenario):
                 "ACK_WAIT_S": str(ACK_WAIT_S),
             },
             ready_line="consumer ready",
+            wait=False,
         )
+        await ctx.ready(gateway, consumer)
 
     async def workload(self, ctx: RunContext) -> None:
         orders_file = ctx.run_dir / "orders.json"

@@ -1,0 +1,61 @@
+"""``chaos report``: a trace and its replays as one self-contained HTML file."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from chaos.errors import ConfigError
+
+_REPLAY_N = re.compile(r"\.replay-(\d+)$")
+
+
+def default_out(trace: Path) -> Path:
+    """``traces/x.trace`` -> ``traces/x.report.html`` (beside the original)."""
+    return trace.with_name(f"{trace.stem}.report.html")
+
+
+def titles_for(paths: list[Path]) -> list[str]:
+    """Page titles: original: NAME for the first trace, replay N: NAME for the others."""
+    titles = [f"original: {paths[0].name}"]
+    for n, path in enumerate(paths[1:], 1):
+        found = _REPLAY_N.search(path.stem)
+        titles.append(f"replay {found.group(1) if found else n}: {path.name}")
+    return titles
+
+
+def write_report(out: Path, page: str) -> None:
+    """Write ``page`` to ``out`` whole or not at all; an unwritable path raises ConfigError."""
+    if out.is_dir():
+        raise ConfigError(f"-o {out} is a directory, not a file path")
+    directory = out.parent if str(out.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise ConfigError(f"cannot write report {out}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            stream.write(page)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ConfigError(f"cannot write report {out}: {exc.strerror}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def report_command(trace: Path, replays: list[Path], out: Path | None) -> Path:
+    """Read every trace (TraceError on a bad one), render, write; print and return the path."""
+    from replay.report import render_report
+    from replay.trace import read_trace
+
+    paths = [trace, *replays]
+    traces = [read_trace(path) for path in paths]
+    target = out if out is not None else default_out(trace)
+    write_report(target, render_report(traces, titles_for(paths)))
+    print(target, flush=True)
+    return target
