@@ -1,0 +1,193 @@
+"""Replay: re-run a recorded trace with the trace's own fault schedule; fidelity and divergence.
+
+::
+
+    trace ──► header: scenario id + hash, variant, seed, versions ──► drift warnings
+          └─► schedule frame ──► FaultSchedule (never regenerated from the seed)
+                 └─► run_scenario, N times ──► NAME.replay-1.trace ... beside the original
+    recorded verdicts vs each replay's verdicts ──► fidelity k/N
+    recorded events   vs each replay's events   ──► first divergence
+
+>>> report = trio.run(replay_trace, Path("traces/payments-golden-seed7.trace"), 3)
+>>> report.fidelity, report.replays[0].first_divergence
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import ChaosError, ConfigError, TraceError, TraceFormatError
+from chaos.run import RunOptions, run_scenario
+from chaos.scenario import BUILTIN_ROOT, Scenario, load_scenario
+from faults.model import FaultSchedule
+
+from ._divergence import first_divergence
+from ._outcome import ReplayOutcome, ReplayReport, mismatched, verdict_map
+from .trace import Trace, read_trace, version_drift
+
+Progress = Callable[[str], None]
+
+__all__ = [
+    "ReplayOutcome",
+    "ReplayPlan",
+    "ReplayReport",
+    "prepare_replay",
+    "replay_path",
+    "replay_trace",
+    "run_replays",
+]
+
+
+@dataclass
+class ReplayPlan:
+    """A trace read and checked, ready to replay."""
+
+    path: Path
+    trace: Trace
+    scenario: Scenario
+    variant: str
+    seed: int
+    schedule: FaultSchedule
+    drift: list[str]
+
+    @property
+    def partial(self) -> bool:
+        return self.trace.partial
+
+
+def replay_path(original: Path, number: int) -> Path:
+    """Where replay ``number`` of ``original`` is written: ``NAME.replay-N.trace`` beside it."""
+    stem = original.name.removesuffix(".trace")
+    return original.with_name(f"{stem}.replay-{number}.trace")
+
+
+def _field(header: dict[str, Any], name: str, kind: type) -> Any:
+    value = header.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool) or value == "":
+        raise TraceFormatError(f"trace header has no valid {name} ({value!r}); cannot replay it")
+    return value
+
+
+def _scenario(header: dict[str, Any]) -> Scenario:
+    scenario_id = _field(header, "scenario_id", str)
+    where = header.get("scenario_path")
+    if not (BUILTIN_ROOT / scenario_id / "scenario.py").is_file() and isinstance(where, str):
+        scenario_id = where
+    try:
+        return load_scenario(scenario_id)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot replay: the trace's scenario is not available: {exc}") from None
+
+
+def _drift(header: dict[str, Any], scenario: Scenario) -> list[str]:
+    drift: list[str] = []
+    recorded, present = header.get("scenario_hash"), scenario.content_hash()
+    if recorded != present:
+        drift.append(
+            f"scenario {scenario.id} changed since the trace was recorded "
+            f"(content hash {str(recorded)[:12]} recorded, {present[:12]} now)"
+        )
+    return drift + version_drift(header)
+
+
+def prepare_replay(path: str | Path, *, strict: bool = False) -> ReplayPlan:
+    """Read ``path`` and check it can be replayed here; drift is an error when ``strict``."""
+    path = Path(path)
+    trace = read_trace(path)
+    if trace.schedule is None:
+        raise TraceFormatError(
+            f"trace {path} has no schedule frame (the run was cut off before it): nothing to replay"
+        )
+    seed = _field(trace.header, "seed", int)
+    variant = _field(trace.header, "variant", str)
+    scenario = _scenario(trace.header)
+    scenario.check_variant(variant)
+    try:
+        schedule = FaultSchedule.from_dict(trace.schedule)
+    except ConfigError as exc:
+        raise ConfigError(f"trace {path} holds an invalid fault schedule: {exc}") from None
+    drift = _drift(trace.header, scenario)
+    if strict and drift:
+        raise ConfigError(f"trace {path} does not match this environment (--strict): {drift[0]}")
+    return ReplayPlan(path, trace, scenario, variant, seed, schedule, drift)
+
+
+async def _replay_once(plan: ReplayPlan, number: int, progress: Progress) -> ReplayOutcome:
+    out = replay_path(plan.path, number)
+    options = RunOptions(
+        plan.scenario,
+        plan.seed,
+        variant=plan.variant,
+        out=out,
+        schedule=plan.schedule,
+        progress=progress,
+    )
+    outcome = ReplayOutcome(number, out)
+    started = time.monotonic()
+    try:
+        result = await run_scenario(options)
+    except ConfigError:
+        raise
+    except ChaosError as exc:
+        outcome.error = str(exc)
+    except BaseExceptionGroup as group:
+        errors, rest = group.split(ChaosError)
+        if errors is None or rest is not None or errors.subgroup(ConfigError) is not None:
+            raise
+        outcome.error = "; ".join(str(e) for e in errors.exceptions)
+    else:
+        outcome.verdicts = [v.to_dict() for v in result.verdicts]
+    outcome.wall_s = time.monotonic() - started
+    try:
+        replayed = read_trace(out).events
+    except TraceError:
+        replayed = []
+    recorded = verdict_map(plan.trace.verdicts)
+    if outcome.error is None:
+        outcome.mismatched = mismatched(recorded, verdict_map(outcome.verdicts))
+        outcome.matched = bool(recorded) and not outcome.mismatched
+    outcome.first_divergence = first_divergence(plan.trace.events, replayed)
+    return outcome
+
+
+async def run_replays(
+    plan: ReplayPlan, times: int = 1, *, progress: Progress | None = None
+) -> ReplayReport:
+    """Replay ``plan`` ``times`` times, one after the other."""
+    if times < 1:
+        raise ConfigError(f"times must be >= 1, got {times}")
+    say = progress or (lambda _message: None)
+    end = plan.trace.end or {}
+    wall = end.get("wall_time_s")
+    report = ReplayReport(
+        plan.path,
+        plan.scenario.id,
+        plan.variant,
+        plan.seed,
+        list(plan.trace.verdicts),
+        partial=plan.partial,
+        drift=list(plan.drift),
+        recorded_wall_s=float(wall) if isinstance(wall, int | float) else None,
+    )
+    for number in range(1, times + 1):
+
+        def phase(name: str, number: int = number) -> None:
+            say(f"replay {number}/{times}: {name}")
+
+        report.replays.append(await _replay_once(plan, number, phase))
+    return report
+
+
+async def replay_trace(
+    path: str | Path,
+    times: int = 1,
+    *,
+    strict: bool = False,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """Replay the trace at ``path`` ``times`` times with its own schedule; see ReplayReport."""
+    return await run_replays(prepare_replay(path, strict=strict), times, progress=progress)
