@@ -44,10 +44,14 @@ def run_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def assert_nothing_left(run_root: Path) -> None:
+    """No temp dir, no child process, no listening port (proxies) is left."""
     assert list(run_root.iterdir()) == []
-    children = psutil.Process().children(recursive=True)
+    me = psutil.Process()
+    children = me.children(recursive=True)
     alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     assert alive == []
+    listening = [c for c in me.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+    assert listening == []
 
 
 @pytest.mark.parametrize("seed", [0, 7, 11])
@@ -250,3 +254,93 @@ def test_ctrl_c_mid_run_removes_everything(tmp_path: Path, run_root: Path) -> No
     assert stderr.strip().splitlines()[-1].startswith("chaos: error: interrupted")
     assert list(run_root.iterdir()) == []
     assert read_trace(tmp_path / "t.trace").end["outcome"] == "interrupted"
+
+
+def every_kind_schedule(scenario: Any) -> FaultSchedule:
+    """One fault of each kind, on each trigger type, in a single run."""
+    space = scenario.fault_space("golden")
+
+    def at(offset: float) -> dict[str, Any]:
+        return {"type": "at_time", "offset_s": offset}
+
+    events = [
+        ("partition", "link:consumer-postgres", {"direction": "both"}, at(0.2), 0.6),
+        ("latency", "link:consumer-gateway", {"latency_ms": 50, "jitter_ms": 10}, at(0.1), 0.8),
+        (
+            "bandwidth",
+            "link:consumer-nats",
+            {"rate_kbps": 50},
+            {"type": "after_bytes", "link": "consumer-nats", "n_bytes": 2000},
+            0.5,
+        ),
+        ("reset_peer", "link:consumer-gateway", {"timeout_ms": 0}, at(1.0), 0.3),
+        (
+            "slow_close",
+            "link:consumer-postgres",
+            {"delay_ms": 100},
+            {"type": "on_connection", "link": "consumer-postgres", "n": 1},
+            1.0,
+        ),
+        (
+            "redeliver",
+            "subject:orders",
+            {"count": 2},
+            {"type": "on_message", "subject": "orders", "n": 4},
+            None,
+        ),
+        (
+            "duplicate_publish",
+            "subject:orders",
+            {"count": 1},
+            {"type": "on_message", "subject": "orders", "n": 2},
+            None,
+        ),
+        (
+            "crash",
+            "service:consumer",
+            {"restart_after_s": 0.2},
+            {"type": "on_message", "subject": "orders", "n": 12},
+            None,
+        ),
+        ("pause", "service:consumer", {}, at(1.2), 0.4),
+        ("clock_skew", "service:consumer", {"offset_s": -3600.0}, at(0.3), 1.0),
+    ]
+    return FaultSchedule.from_dict(
+        {
+            "seed": 0,
+            "space_hash": space.content_hash(),
+            "events": [
+                {
+                    "id": f"f{i}",
+                    "kind": kind,
+                    "target": target,
+                    "params": params,
+                    "trigger": trigger,
+                    "duration_s": duration,
+                }
+                for i, (kind, target, params, trigger, duration) in enumerate(events)
+            ],
+        }
+    )
+
+
+async def test_golden_survives_every_fault_kind(tmp_path: Path, run_root: Path) -> None:
+    scenario = load_scenario("payments")
+    schedule = every_kind_schedule(scenario)
+    result = await run_scenario(
+        RunOptions(scenario, 9, out=tmp_path / "t.trace", schedule=schedule)
+    )
+    phases: dict[str, list[str]] = {}
+    for e in result.history:
+        if e["process"] == "nemesis":
+            phases.setdefault(e["value"]["fault_id"], []).append(e["value"]["phase"])
+    assert phases == {f"f{i}": ["apply", "heal"] for i in range(10)}
+    assert any(e["f"] == "frame_duplicated" for e in result.history)
+    assert any(
+        e["f"] == "exit" and e["value"]["code"] == -9
+        for e in result.history
+        if e["process"] == "service:consumer"
+    )
+    assert result.settled
+    assert result.held, [v.explanation for v in result.verdicts]
+    assert_nothing_left(run_root)
