@@ -158,7 +158,7 @@ class Nemesis:
             toxics = [(name, "slow_close", "downstream", {"delay": params["delay_ms"]})]
         elif kind is FaultKind.REDELIVER:
             subject = ctx.subject(name)
-            attrs = {"count": params["count"], "stream": subject.stream}
+            attrs = {"count": params["count"], "stream": subject.stream, "same_message": 1}
             toxics = [(subject.consume_link, "nats_drop_ack", "upstream", attrs)]
         elif kind is FaultKind.DUPLICATE_PUBLISH:
             subject = ctx.subject(name)
@@ -191,6 +191,12 @@ class Nemesis:
             async def restart() -> None:
                 with trio.fail_after(60):
                     await process.restart()
+                self.ctx.recorder.record(
+                    f"service:{process.name}",
+                    "info",
+                    "start",
+                    {"pid": process.pid, "restart": True},
+                )
 
             return restart
         if event.kind is FaultKind.PAUSE:

@@ -60,6 +60,20 @@ class Frame:
         """A JetStream delivery: a MSG/HMSG whose reply subject is a ``$JS.ACK.`` subject."""
         return self.op in (b"MSG", b"HMSG") and self.reply.startswith("$JS.ACK.")
 
+    def _ack_token(self, v1_index: int) -> int:
+        """A number of a ``$JS.ACK.`` subject (v1 layout index; v2 adds domain and hash)."""
+        subject = self.subject if self.op in (b"PUB", b"HPUB") else self.reply
+        tokens = subject.split(".")
+        try:
+            return int(tokens[v1_index + 2] if len(tokens) >= 12 else tokens[v1_index])
+        except (IndexError, ValueError):
+            return 0
+
+    @property
+    def stream_sequence(self) -> int:
+        """The stream sequence of the message a JetStream ack or delivery is about."""
+        return self._ack_token(5)
+
     @property
     def delivery_count(self) -> int:
         """The delivery count of a JetStream delivery, from its reply subject:

@@ -2,7 +2,9 @@
 
 An extension toxic (upstream: client to server). It drops ``count`` ack frames (a PUB to a
 ``$JS.ACK.`` subject with an empty or ``+ACK`` body) after letting ``skip`` pass; ``count``
-0 drops every ack. ``subject`` limits it to acks whose ``$JS.ACK.<stream>.`` matches.
+0 drops every ack. ``stream`` limits it to acks whose ``$JS.ACK.<stream>.`` matches. With
+``same_message`` 1 it pins the first message whose ack it drops and drops only that
+message's acks: one message is then delivered ``count + 1`` times.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
 
 class NatsDropAckToxic(FrameToxic):
     type_name = "nats_drop_ack"
-    attribute_names = ("count", "skip")
+    attribute_names = ("count", "skip", "same_message")
     string_attribute_names = ("stream",)
 
     def on_frame(self, stage: Stage, frame: Frame, reports: list[dict[str, object]]) -> list[bytes]:
@@ -32,6 +34,17 @@ class NatsDropAckToxic(FrameToxic):
         stage.state["seen"] = seen + 1
         if seen < self.skip or (self.count and dropped >= self.count):
             return [frame.raw]
+        if self.same_message:
+            pinned = stage.state.setdefault("message", frame.stream_sequence)
+            if pinned != frame.stream_sequence:
+                return [frame.raw]
         stage.state["dropped"] = dropped + 1
-        reports.append({"event": "frame_dropped", "op": "ack", "subject": frame.subject})
+        reports.append(
+            {
+                "event": "frame_dropped",
+                "op": "ack",
+                "subject": frame.subject,
+                "stream_sequence": frame.stream_sequence,
+            }
+        )
         return []

@@ -62,3 +62,9 @@ def test_garbage_is_not_nats() -> None:
         split_frames(b"PUB subject notanumber\r\n")
     with pytest.raises(NotNats):
         split_frames(b"x" * (70 * 1024))
+
+
+def test_ack_and_delivery_name_the_same_stream_sequence() -> None:
+    frames, _ = split_frames(STREAM)
+    msg, ack = frames[2], frames[4]
+    assert msg.stream_sequence == ack.stream_sequence == 7
