@@ -71,6 +71,7 @@ class Direction:
         self._rngs: dict[tuple[str, str], random.Random] = {}
         self._states: dict[str, dict[str, object]] = {}
         self._active: dict[str, tuple[int, bool]] = {}
+        self._backlogs: dict[int, list[Chunk]] = {}
         self._bytes = 0
         self._pump = DirectPump(src.socket.fileno(), dst.socket.fileno())
         self._pump.active = self._direct
@@ -255,7 +256,7 @@ class Direction:
         for name in list(self._states):
             if name not in names:
                 self._forget(name)
-        self._backlogs: dict[int, list[Chunk]] = {}
+        self._backlogs = {}
         to_writer: list[Chunk] = []
         first_new = next((i for i, s in enumerate(specs) if s.name not in old_names), None)
         # Stages further down the chain hold older data: walk them back to front.

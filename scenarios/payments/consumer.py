@@ -19,14 +19,14 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-import nats
 import psycopg
 from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from scenarios.payments._broker import SUBJECT, connect
 from scenarios.payments._oplog import op
 
-STREAM, SUBJECT, DURABLE = "ORDERS", "orders.new", "charger"
+DURABLE = "charger"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS charges (
@@ -159,15 +159,6 @@ class GoldenCharger:
             op("info", "ack", order_id, error=type(exc).__name__)
 
 
-async def ensure_stream(js: Any) -> None:
-    while True:
-        try:
-            await js.add_stream(name=STREAM, subjects=["orders.>"], duplicate_window=120)
-            return
-        except (NatsError, TimeoutError):
-            await asyncio.sleep(0.2)
-
-
 async def main() -> None:
     from scenarios.payments.variants import charger_for
 
@@ -175,16 +166,7 @@ async def main() -> None:
         os.environ["PG_DSN"], os.environ["GATEWAY_URL"]
     )
     ack_wait = float(os.environ.get("ACK_WAIT_S", "2"))
-    nc = await nats.connect(
-        os.environ["NATS_URL"],
-        ping_interval=1,
-        max_outstanding_pings=2,
-        reconnect_time_wait=0.1,
-        max_reconnect_attempts=-1,
-        connect_timeout=2,
-    )
-    js = nc.jetstream(timeout=2)
-    await ensure_stream(js)
+    _, js = await connect(os.environ["NATS_URL"])
     config = ConsumerConfig(ack_wait=ack_wait, ack_policy=AckPolicy.EXPLICIT, max_deliver=-1)
     while True:
         try:

@@ -12,25 +12,15 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-import nats
 from nats.errors import Error as NatsError
 
+from scenarios.payments._broker import SUBJECT, connect
 from scenarios.payments._oplog import op
 
-STREAM, SUBJECT = "ORDERS", "orders.new"
 
-
-async def ensure_stream(js: nats.js.JetStreamContext) -> None:
-    while True:
-        try:
-            await js.add_stream(name=STREAM, subjects=["orders.>"], duplicate_window=120)
-            return
-        except (NatsError, TimeoutError):
-            await asyncio.sleep(0.2)
-
-
-async def publish(js: nats.js.JetStreamContext, order: dict[str, object]) -> bool:
+async def publish(js: Any, order: dict[str, object]) -> bool:
     order_id = str(order["order_id"])
     data = json.dumps(order, sort_keys=True).encode()
     for attempt in range(60):
@@ -49,16 +39,7 @@ async def publish(js: nats.js.JetStreamContext, order: dict[str, object]) -> boo
 
 async def main(orders: list[dict[str, object]]) -> None:
     interval = float(os.environ.get("PUBLISH_INTERVAL_S", "0.05"))
-    nc = await nats.connect(
-        os.environ["NATS_URL"],
-        ping_interval=1,
-        max_outstanding_pings=2,
-        reconnect_time_wait=0.1,
-        max_reconnect_attempts=-1,
-        connect_timeout=2,
-    )
-    js = nc.jetstream(timeout=2)
-    await ensure_stream(js)
+    nc, js = await connect(os.environ["NATS_URL"])
     for order in orders:
         await publish(js, order)
         await asyncio.sleep(interval)
