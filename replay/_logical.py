@@ -5,7 +5,7 @@ stream happen in an order the run determines, events of different streams race::
 
     producer / consumer ...     workload ops       key (type, f, value, extra @op fields)
     nemesis <fault id>          apply/heal/...     key (f, phase, fault id, target)
-    proxy <link> <event>        message level      key (proxy, op, subject, delivery)
+    proxy <link> <event>        message level      key (proxy, op, subject, seq, delivery)
     service:<name>              start / exit       key (f, expected)
     harness                     milestones         key (f, phase, settled)
 
@@ -70,7 +70,14 @@ def logical(event: Mapping[str, Any]) -> LogicalEvent | None:
             return None
         proxy = value.get("proxy")
         subject = ack_subject(str(value.get("subject", "")))
-        key = (f, proxy, value.get("op"), subject, value.get("delivery"))
+        key = (
+            f,
+            proxy,
+            value.get("op"),
+            subject,
+            value.get("stream_sequence"),
+            value.get("delivery"),
+        )
         return LogicalEvent(f"proxy {proxy} {f}", key, event)
     if process == HARNESS:
         return LogicalEvent(HARNESS, (f, value.get("phase"), value.get("settled")), event)
