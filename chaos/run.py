@@ -136,6 +136,14 @@ class RunContext:
         self._deliveries: dict[str, int] = {}
         self._delivery_changed = trio.Event()
         self._link_subjects: dict[str, list[tuple[str, Subject]]] = {}
+        #: The scenario's subjects for this run (setup may rename them, e.g. per run).
+        self.subjects: dict[str, Subject] = dict(options.scenario.subjects)
+
+    @property
+    def shared_services(self) -> bool:
+        """True when the run uses external services that other runs may share: then a
+        scenario must give its streams, subjects and tables names of their own."""
+        return bool(self.options.postgres_dsn or self.options.nats_url)
 
     def rng(self, *names: object) -> Any:
         """A named random stream of this run (``random.Random``)."""
@@ -177,14 +185,14 @@ class RunContext:
 
     def subject(self, name: str) -> Subject:
         try:
-            return self.scenario.subjects[name]
+            return self.subjects[name]
         except KeyError:
-            known = ", ".join(self.scenario.subjects) or "none"
+            known = ", ".join(self.subjects) or "none"
             raise ConfigError(f"no subject {name!r} in this scenario (subjects: {known})") from None
 
     def observe_subjects(self) -> None:
         """Watch every subject's links at the message level (deliveries, acks, publishes)."""
-        for name, subject in self.scenario.subjects.items():
+        for name, subject in self.subjects.items():
             consume = self.link(subject.consume_link)
             consume.add_toxic("nats_observe", name="observe-down", stream="downstream")
             consume.add_toxic("nats_observe", name="observe-up", stream="upstream")

@@ -345,3 +345,51 @@ async def test_golden_survives_every_fault_kind(tmp_path: Path, run_root: Path) 
     assert result.settled
     assert result.held, [v.explanation for v in result.verdicts]
     assert_nothing_left(run_root)
+
+
+async def test_external_services_are_isolated_per_run_and_cleaned(
+    tmp_path: Path, run_root: Path
+) -> None:
+    """Point the run at already-running services (started here, standing in for a user's
+    own PostgreSQL and NATS): two runs in a row each get their own schema and stream, and
+    leave neither behind."""
+    from chaos.services import open_nats, open_postgres, open_run_dir
+
+    scenario = load_scenario("payments")
+    with open_run_dir(prefix="external-", parent=run_root) as services_dir:
+        async with open_postgres(services_dir) as pg, open_nats(services_dir) as nats:
+            for seed in (3, 4):
+                result = await run_scenario(
+                    RunOptions(
+                        scenario,
+                        seed,
+                        out=tmp_path / f"{seed}.trace",
+                        postgres_dsn=pg.dsn,
+                        nats_url=nats.url,
+                    )
+                )
+                assert result.held, [v.explanation for v in result.verdicts]
+            schemas = await trio.to_thread.run_sync(
+                _rows, pg.dsn, "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'chaos_%'"
+            )
+            assert schemas == []
+            tables = await trio.to_thread.run_sync(
+                _rows, pg.dsn, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            )
+            assert tables == []
+            jsz = await trio.to_thread.run_sync(_get, f"http://127.0.0.1:{nats.monitor_port}/jsz")
+            assert jsz["streams"] == 0
+
+
+def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+
+
+def _get(url: str) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())

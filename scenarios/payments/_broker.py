@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import nats
 from nats.errors import Error as NatsError
 
-STREAM, SUBJECT = "ORDERS", "orders.new"
+#: Per-run names when the broker is shared (an external NATS); these defaults otherwise.
+STREAM = os.environ.get("ORDERS_STREAM", "ORDERS")
+SUBJECT = os.environ.get("ORDERS_SUBJECT", "orders.new")
 
 
 async def connect(url: str) -> tuple[Any, Any]:
@@ -25,7 +28,7 @@ async def connect(url: str) -> tuple[Any, Any]:
     js = nc.jetstream(timeout=2)
     while True:
         try:
-            await js.add_stream(name=STREAM, subjects=["orders.>"], duplicate_window=120)
+            await js.add_stream(name=STREAM, subjects=[SUBJECT], duplicate_window=120)
             return nc, js
         except (NatsError, TimeoutError):
             await asyncio.sleep(0.2)

@@ -20,6 +20,7 @@ import urllib.request
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig
 
@@ -64,8 +65,12 @@ class GoldenCharger:
     async def connect_db(self) -> psycopg.AsyncConnection[Any]:
         if self.db is not None and not self.db.closed:
             return self.db
+        options = psycopg.conninfo.conninfo_to_dict(self.dsn).get("options") or ""
         self.db = await psycopg.AsyncConnection.connect(
-            self.dsn, connect_timeout=2, autocommit=False, options="-c statement_timeout=3000"
+            self.dsn,
+            connect_timeout=2,
+            autocommit=False,
+            options=f"{options} -c statement_timeout=3000".strip(),
         )
         async with self.db.transaction():
             await self.db.execute(self.schema)

@@ -6,12 +6,17 @@ delivery semantics, what counts as recovered, the variants).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 import tomllib
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import nats
+import nats.js.errors
 import psycopg
 import trio
 
@@ -30,6 +35,32 @@ ACK_WAIT_S = 2.0
 def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=3) as response:
         return json.loads(response.read())
+
+
+def _with_schema(dsn: str, schema: str) -> str:
+    """``dsn`` with ``search_path`` set to ``schema``."""
+    if schema == "public":
+        return dsn
+    sep = "&" if "?" in dsn else "?"
+    return f"{dsn}{sep}options=-csearch_path%3D{schema}"
+
+
+def _execute(dsn: str, sql: str) -> None:
+    with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
+        conn.execute(sql)  # type: ignore[arg-type]
+
+
+def _delete_stream(url: str, stream: str) -> None:
+    async def delete() -> None:
+        nc = await nats.connect(url, connect_timeout=3, max_reconnect_attempts=1)
+        try:
+            await nc.jetstream().delete_stream(stream)
+        except nats.js.errors.NotFoundError:
+            pass
+        finally:
+            await nc.close()
+
+    asyncio.run(delete())
 
 
 def _query(dsn: str, sql: str) -> list[dict[str, Any]]:
@@ -93,6 +124,7 @@ class Payments(Scenario):
         )
         pg = await ctx.postgres()
         nats = await ctx.nats()
+        names = await self._isolate(ctx, pg.dsn, nats.url)
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
         pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
         gateway_for_consumer = ctx.add_link("consumer-gateway", f"127.0.0.1:{gateway_port}")
@@ -103,14 +135,18 @@ class Payments(Scenario):
             gateway=f"http://127.0.0.1:{gateway_port}",
             producer_nats=f"nats://{nats_for_producer}",
             orders=self.orders(ctx),
+            names=names,
         )
         consumer = await ctx.start_service(
             "consumer",
             [ctx.python(), "-m", "scenarios.payments.consumer"],
             env={
+                **names,
                 "VARIANT": ctx.variant,
                 "NATS_URL": f"nats://{nats_for_consumer}",
-                "PG_DSN": f"postgresql://{pg.user}@{pg_for_consumer}/{pg.database}",
+                "PG_DSN": _with_schema(
+                    f"postgresql://{pg.user}@{pg_for_consumer}/{pg.database}", ctx.state["schema"]
+                ),
                 "GATEWAY_URL": f"http://{gateway_for_consumer}",
                 "ACK_WAIT_S": str(ACK_WAIT_S),
             },
@@ -119,13 +155,39 @@ class Payments(Scenario):
         )
         await ctx.ready(gateway, consumer)
 
+    async def _isolate(self, ctx: RunContext, dsn: str, nats_url: str) -> dict[str, str]:
+        """On shared (external) services, give this run a schema and a stream of its own,
+        dropped when the run ends. Embedded services are the run's alone: fixed names."""
+        if not ctx.shared_services:
+            ctx.state["schema"] = "public"
+            return {}
+        token = secrets.token_hex(4)
+        schema, stream, subject = f"chaos_{token}", f"ORDERS_{token}", f"orders_{token}.new"
+        ctx.state["schema"] = schema
+        ctx.subjects["orders"] = replace(
+            ctx.subjects["orders"], nats_subject=subject, stream=stream
+        )
+        await trio.to_thread.run_sync(_execute, dsn, f"CREATE SCHEMA {schema}")
+
+        async def drop() -> None:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await trio.to_thread.run_sync(_execute, dsn, f"DROP SCHEMA {schema} CASCADE")
+                await trio.to_thread.run_sync(_delete_stream, nats_url, stream)
+
+        ctx.stack.push_async_callback(drop)
+        return {"ORDERS_STREAM": stream, "ORDERS_SUBJECT": subject}
+
     async def workload(self, ctx: RunContext) -> None:
         orders_file = ctx.run_dir / "orders.json"
         orders_file.write_text(json.dumps(ctx.state["orders"]))
         await ctx.run_to_completion(
             "producer",
             [ctx.python(), "-m", "scenarios.payments.producer"],
-            env={"NATS_URL": ctx.state["producer_nats"], "ORDERS_FILE": str(orders_file)},
+            env={
+                **ctx.state["names"],
+                "NATS_URL": ctx.state["producer_nats"],
+                "ORDERS_FILE": str(orders_file),
+            },
         )
 
     def published(self, ctx: RunContext) -> list[str]:
@@ -135,11 +197,18 @@ class Payments(Scenario):
                 seen[str(e["value"])] = None
         return list(seen)
 
+    def _dsn(self, ctx: RunContext) -> str:
+        """The direct (unproxied) DSN of the run's tables, for the harness's own reads."""
+        return _with_schema(ctx.state["pg"].dsn, ctx.state["schema"])
+
     async def settled(self, ctx: RunContext) -> bool:
         published = set(self.published(ctx))
-        rows = await trio.to_thread.run_sync(
-            _query, ctx.state["pg"].dsn, "SELECT DISTINCT order_id FROM charges"
-        )
+        try:
+            rows = await trio.to_thread.run_sync(
+                _query, self._dsn(ctx), "SELECT DISTINCT order_id FROM charges"
+            )
+        except psycopg.errors.UndefinedTable:
+            return False
         if not published <= {r["order_id"] for r in rows}:
             return False
         nats = ctx.state["nats"]
@@ -148,15 +217,18 @@ class Payments(Scenario):
         jsz = await trio.to_thread.run_sync(
             _get_json, f"http://{nats.host}:{nats.monitor_port}/jsz?consumers=true&accounts=true"
         )
+        stream_name = ctx.subject("orders").stream
         for account in jsz.get("account_details", []):
             for stream in account.get("stream_detail", []):
+                if stream.get("name") != stream_name:
+                    continue
                 for consumer in stream.get("consumer_detail", []):
                     if consumer.get("num_ack_pending") or consumer.get("num_pending"):
                         return False
         return True
 
     async def final_state(self, ctx: RunContext) -> dict[str, Any]:
-        dsn = ctx.state["pg"].dsn
+        dsn = self._dsn(ctx)
 
         async def query(sql: str) -> list[dict[str, Any]]:
             try:
