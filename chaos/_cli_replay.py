@@ -75,15 +75,18 @@ def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
     for r in report.replays:
         if r.error is not None:
             head = f"[red]harness error[/]: {escape(r.error)}"
+        elif not report.recorded:
+            head = "[yellow]nothing to compare[/]: the recording has no verdicts"
         elif r.matched:
             head = "[green]reproduced[/] the recorded verdicts"
         else:
             head = f"[red]did not reproduce[/] ({escape(', '.join(r.mismatched))} differ)"
         out.print(f"replay {r.number}/{report.times}: {head}  ({r.wall_s:.1f}s)")
-        if r.verdicts and not r.matched:
+        if r.verdicts and not r.matched:  # what it reached instead
             out.print(f"  verdicts: {escape(_verdicts(r.verdicts))}")
         if r.first_divergence is None:
-            out.print("  first divergence: none (the logical history matches the recording)")
+            what = "recorded prefix" if report.partial else "recording"
+            out.print(f"  first divergence: none (the logical history matches the {what})")
         else:
             out.print(f"  first divergence: {escape(r.first_divergence.describe())}")
         out.print(f"  trace: {escape(str(r.trace))}")

@@ -87,9 +87,16 @@ def _offset(item: LogicalEvent | None, start: int) -> int | None:
 
 
 def stream_divergences(
-    expected: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any]]
+    expected: Sequence[Mapping[str, Any]],
+    actual: Sequence[Mapping[str, Any]],
+    *,
+    prefix: bool = False,
 ) -> list[Divergence]:
-    """The first mismatch of every stream that has one, earliest first."""
+    """The first mismatch of every stream that has one, earliest first.
+
+    ``prefix``: the recording was cut off (a killed run), so a stream running out of
+    recorded events is not a divergence.
+    """
     want, got = streams(expected), streams(actual)
     want_t0, got_t0 = workload_start_ns(expected), workload_start_ns(actual)
     found: list[Divergence] = []
@@ -100,6 +107,8 @@ def stream_divergences(
             y = b[position] if position < len(b) else None
             if x is not None and y is not None and x.key == y.key:
                 continue
+            if x is None and prefix:
+                break
             times = [t for t in (_offset(x, want_t0), _offset(y, got_t0)) if t is not None]
             offset = min(times, default=0)
             found.append(Divergence(name, position, summary(x), summary(y), offset))
@@ -109,8 +118,11 @@ def stream_divergences(
 
 
 def first_divergence(
-    expected: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any]]
+    expected: Sequence[Mapping[str, Any]],
+    actual: Sequence[Mapping[str, Any]],
+    *,
+    prefix: bool = False,
 ) -> Divergence | None:
     """The earliest divergence of ``actual`` from ``expected``, None when they agree."""
-    found = stream_divergences(expected, actual)
+    found = stream_divergences(expected, actual, prefix=prefix)
     return found[0] if found else None

@@ -150,7 +150,7 @@ async def _replay_once(plan: ReplayPlan, number: int, progress: Progress) -> Rep
     if outcome.error is None:
         outcome.mismatched = mismatched(recorded, verdict_map(outcome.verdicts))
         outcome.matched = bool(recorded) and not outcome.mismatched
-    outcome.first_divergence = first_divergence(plan.trace.events, replayed)
+    outcome.first_divergence = first_divergence(plan.trace.events, replayed, prefix=plan.partial)
     return outcome
 
 

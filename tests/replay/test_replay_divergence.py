@@ -205,3 +205,14 @@ def test_error_texts_do_not_count_but_the_op_type_does() -> None:
     assert b is not None
     assert c is not None
     assert a.key == b.key != c.key
+
+
+def test_a_cut_off_recording_is_compared_as_a_prefix() -> None:
+    recorded = history(*BASE[:9])  # the run was killed after 9 events
+    assert first_divergence(recorded, history(*BASE), prefix=True) is None
+    found = first_divergence(recorded, history(*BASE))
+    assert found is not None
+    assert found.expected is None
+    rows = list(BASE)
+    rows[1] = (10, "producer", "invoke", "publish", "o-9")
+    assert first_divergence(recorded, history(*rows), prefix=True) is not None
