@@ -62,7 +62,7 @@ def run_command(
 
 
 def print_result(result: RunResult) -> None:
-    out = Console()
+    out = Console(soft_wrap=True)
     schedule = result.schedule.events
     out.print(
         f"[bold]{result.scenario}[/] variant [bold]{result.variant}[/] seed {result.seed}: "

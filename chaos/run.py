@@ -314,7 +314,7 @@ async def run_scenario(options: RunOptions) -> RunResult:
     schedule = options.schedule
     if schedule is None:
         schedule = generate(scenario.fault_space(options.variant), options.seed)
-    trace_path = options.out or default_trace_path(scenario.id, options.variant, options.seed)
+    trace_path = Path(options.out or default_trace_path(scenario.id, options.variant, options.seed))
     try:
         trace_path.parent.mkdir(parents=True, exist_ok=True)
         writer = TraceWriter(
