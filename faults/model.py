@@ -112,7 +112,7 @@ class FaultEvent(FrozenModel):
 class FaultSchedule(FrozenModel):
     """The faults of one run, in order, with the seed and fault space they came from."""
 
-    seed: Annotated[int, Field(strict=True)]
+    seed: Annotated[int, Field(strict=True, ge=-(2**63), le=2**64 - 1)]  # msgpack range
     space_hash: str
     events: tuple[FaultEvent, ...] = ()
 

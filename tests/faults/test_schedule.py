@@ -21,7 +21,7 @@ from faults.space import FaultSpace
 from tests.faults.space_samples import PAYMENTS_SPACE, check_inside, space_dicts
 
 ROOT = Path(__file__).resolve().parents[2]
-SEEDS = st.integers(min_value=-(2**63), max_value=2**64)
+SEEDS = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 
 
 @settings(max_examples=60, deadline=None)
@@ -154,3 +154,11 @@ def test_seed_must_be_an_integer(seed: Any) -> None:
 def test_empty_schedules_are_allowed() -> None:
     space = {**PAYMENTS_SPACE, "min_events": 0, "max_events": 0}
     assert generate(space, 3).events == ()
+
+
+def test_a_seed_outside_msgpack_range_is_a_config_error() -> None:
+    from chaos.errors import ConfigError
+    from tests.faults.space_samples import PAYMENTS_SPACE
+
+    with pytest.raises(ConfigError, match="seed"):
+        generate(PAYMENTS_SPACE, 2**64)
