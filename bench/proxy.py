@@ -14,6 +14,7 @@ client, the sink and the echo server run in this one, identical for every path. 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import statistics
 import subprocess
@@ -166,7 +167,17 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=200, help="megabytes per throughput run")
     parser.add_argument("--round-trips", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=5, help="alternating rounds per path")
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        default=None,
+        help="pin every process to this CPU: measures each path's own cost per hop, without "
+        "the cross-CPU wake-ups that dominate an idle VM's round trips",
+    )
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})  # the children inherit it
+        print(f"pinned to CPU {args.cpu}")
     total = args.mb * 1_000_000
 
     sink_listener, sink_port = _serve(_sink)
