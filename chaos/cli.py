@@ -195,6 +195,40 @@ def report(
     report_command(trace, replays or [], out)
 
 
+# -- chaos search --------------------------------------------------------------------
+
+
+@app.command("search")
+def search(
+    scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
+    variant: Annotated[str, typer.Option(help="golden or a defective variant.")] = "golden",
+    invariant: Annotated[
+        str | None, typer.Option(help="Only a violation of this invariant counts (default: any).")
+    ] = None,
+    max_examples: Annotated[int, typer.Option(help="Schedules to draw before giving up.")] = 20,
+    max_shrinks: Annotated[int, typer.Option(help="Extra runs allowed for shrinking.")] = 25,
+    seed: Annotated[int, typer.Option(help="Search and run seed: same seed, same search.")] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Minimal find's trace (default traces/search-SCENARIO-VARIANT.trace)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON result object.")] = False,
+) -> None:
+    """Search for a violating fault schedule: exit 1 found, 0 none, 2 bad input, 3 error."""
+    from chaos._cli_search import search_command
+    from chaos.run import is_interruption
+
+    try:
+        code = search_command(
+            scenario, variant, invariant, max_examples, max_shrinks, seed, out, as_json
+        )
+    except BaseException as exc:
+        if is_interruption(exc):
+            _fail("interrupted: every process, proxy and temp dir of the runs was removed", 130)
+        raise
+    raise SystemExit(code)
+
+
 # -- entry point ---------------------------------------------------------------------
 
 

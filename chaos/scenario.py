@@ -48,6 +48,8 @@ class Scenario(ABC):
     #: Variant name -> one line; "golden" must be one of them.
     variants: ClassVar[dict[str, str]] = {"golden": "the reference implementation"}
     invariants: ClassVar[tuple[str, ...]] = ()
+    #: Defective variant -> the invariant that must catch it (``chaos validate`` checks it).
+    catches: ClassVar[dict[str, str]] = {}
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
     settle_timeout_s: ClassVar[float] = 30.0

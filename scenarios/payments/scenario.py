@@ -79,6 +79,7 @@ class Payments(Scenario):
         "no-idempotency": "the golden consumer without its idempotency check",
     }
     invariants = ("exactly_once", "no_lost_messages", "consistent_final_state")
+    catches = {"no-idempotency": "exactly_once"}
     subjects = {
         "orders": Subject(
             nats_subject="orders.new",

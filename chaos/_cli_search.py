@@ -1,0 +1,79 @@
+"""``chaos search``: find a fault schedule that breaks an invariant, shrink it, save its trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chaos._cli_run import check_seed
+from chaos.scenario import load_scenario
+from chaos.search import SearchResult, search_scenario
+
+
+def search_command(
+    scenario: str,
+    variant: str,
+    invariant: str | None,
+    max_examples: int,
+    max_shrinks: int,
+    seed: int,
+    out: Path | None,
+    as_json: bool,
+) -> int:
+    """Search; print the result (or one JSON object); return 1 found, 0 not found."""
+    check_seed(seed)
+    loaded = load_scenario(scenario)
+    label = f"chaos search {loaded.id} --variant {variant} --seed {seed}"
+    err = Console(stderr=True, highlight=False)
+    with err.status(f"{label}: starting") as status:
+        result = search_scenario(
+            loaded,
+            variant,
+            seed=seed,
+            invariant=invariant,
+            max_examples=max_examples,
+            max_shrinks=max_shrinks,
+            out=out,
+            progress=lambda message: status.update(f"{label}: {escape(message)}"),
+        )
+    if as_json:
+        print(json.dumps(result.to_json(loaded.id, variant), sort_keys=True, default=str))
+    else:
+        print_search(result, loaded.id, variant, invariant)
+    return result.exit_code
+
+
+def print_search(result: SearchResult, scenario: str, variant: str, invariant: str | None) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    target = f"invariant {invariant}" if invariant else "any invariant"
+    head = f"[bold]{scenario}[/] variant [bold]{variant}[/]: {result.tried} schedule(s) tried"
+    if not result.found or result.schedule is None:
+        out.print(f"{head}; no violation of {target} found within the budget")
+        return
+    events = result.schedule.events
+    out.print(
+        f"{head} ({result.shrink_runs} while shrinking); [red]violation found[/] "
+        f"({target}); minimal schedule: {len(events)} fault(s)"
+    )
+    for event in events:
+        params = ", ".join(f"{k}={v}" for k, v in event.params.model_dump().items())
+        when = event.trigger.model_dump()
+        trigger = f"{when.pop('type')}(" + ", ".join(f"{k}={v}" for k, v in when.items()) + ")"
+        lasting = "" if event.duration_s is None else f" for {event.duration_s}s"
+        out.print(
+            f"  {event.id} {event.kind.value} {escape(str(event.target))}"
+            f" ({escape(params) or 'defaults'}), trigger {escape(trigger)}{lasting}"
+        )
+    table = Table("invariant", "verdict", "explanation")
+    for verdict in result.verdicts:
+        if verdict.valid is True:
+            mark = "[green]held[/]"
+        else:
+            mark = "[red]VIOLATED[/]" if verdict.valid is False else "[yellow]unknown[/]"
+        table.add_row(verdict.name, mark, escape(verdict.explanation))
+    out.print(table)
+    out.print(f"trace: {escape(str(result.trace))}  (reproduce: chaos replay {result.trace})")

@@ -1,0 +1,135 @@
+"""``chaos validate``: golden on held-out seeds, every defective variant caught reproducibly."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chaos.errors import ConfigError
+from chaos.scenario import load_scenario
+from chaos.validate import (
+    CAUGHT,
+    ValidationReport,
+    declared_catches,
+    real_replay,
+    real_run,
+    validate,
+)
+
+MAX_SEEDS, MAX_REPLAYS, MAX_SEED = 1000, 100, 2**63 - 1
+
+
+def default_out_dir(scenario: str) -> Path:
+    return Path("traces") / f"validate-{scenario}"
+
+
+def check_input(seeds: int, first_seed: int, replays: int) -> None:
+    """Bad numbers are ConfigErrors (exit 2) before anything runs."""
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError(f"--seeds must be between 1 and {MAX_SEEDS}, got {seeds}")
+    if not 1 <= replays <= MAX_REPLAYS:
+        raise ConfigError(f"--replays must be between 1 and {MAX_REPLAYS}, got {replays}")
+    if not 0 <= first_seed <= MAX_SEED - seeds:
+        raise ConfigError(f"--first-seed must be between 0 and 2**63-1-seeds, got {first_seed}")
+
+
+def validate_command(
+    scenario: str, seeds: int, first_seed: int, replays: int, out_dir: Path | None, as_json: bool
+) -> int:
+    """Validate ``scenario``; print the tables (or one JSON object); return the exit code."""
+    check_input(seeds, first_seed, replays)
+    loaded = load_scenario(scenario)
+    declared_catches(loaded)  # a variant without a declared invariant: exit 2, nothing run
+    folder = out_dir or default_out_dir(loaded.id)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--out-dir {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    err = Console(stderr=True)
+    label = f"chaos validate {loaded.id}"
+    with err.status(f"{label}: starting") as status:
+        step = {"name": "starting"}
+
+        def phase(name: str) -> None:
+            status.update(f"{label}: {step['name']}: {name}")
+
+        def progress(message: str) -> None:
+            step["name"] = message
+            status.update(f"{label}: {message}")
+
+        report = trio.run(
+            partial(
+                validate,
+                loaded,
+                seeds=seeds,
+                first_seed=first_seed,
+                replays=replays,
+                out_dir=folder,
+                run=real_run(loaded, phase),
+                replay=real_replay(phase),
+                progress=progress,
+            )
+        )
+    if as_json:
+        print(json.dumps(report.to_json(), sort_keys=True, default=str))
+    else:
+        print_report(report)
+    return report.exit_code
+
+
+def _validity(valid: Any) -> str:
+    if valid is True:
+        return "[green]held[/]"
+    return "[red]VIOLATED[/]" if valid is False else "[yellow]unknown[/]"
+
+
+def print_report(report: ValidationReport, out: Console | None = None) -> None:
+    """The golden table, the variants table and the one-line conclusion."""
+    out = out or Console(highlight=False, soft_wrap=True)
+    golden = report.golden
+    table = Table(title=f"{report.scenario}: golden on held-out seeds", title_justify="left")
+    for column in ("seed", "verdicts", "settled", "trace"):
+        table.add_column(column, overflow="fold")
+    for seed, run in golden.runs.items():
+        verdicts = (
+            f"[red]harness error[/]: {escape(run.error)}"
+            if run.error
+            else ", ".join(f"{n} {_validity(v)}" for n, v in run.verdicts.items())
+        )
+        settled = "yes" if run.settled else "[red]no[/]"
+        table.add_row(str(seed), verdicts, settled, escape(str(run.trace)))
+    out.print(table)
+    held = "[green]held on every seed[/]" if golden.held else "[red]did NOT hold[/]"
+    out.print(f"golden {held} ({len(golden.runs)}/{len(golden.seeds)} seeds run)")
+
+    table = Table(title=f"{report.scenario}: defective variants", title_justify="left")
+    for column in ("variant", "declared", "result", "seed", "fidelity", "also violated", "trace"):
+        table.add_column(column, overflow="fold")
+    for name, check in report.variants.items():
+        colour = "green" if check.status == CAUGHT else "red"
+        tried = ", ".join(str(a["seed"]) for a in check.attempts)
+        fidelity = f"{check.reproduced}/{len(check.replays)}" if check.replays else "-"
+        table.add_row(
+            escape(name),
+            escape(check.invariant),
+            f"[{colour}]{check.status}[/]",
+            str(check.seed) if check.seed is not None else f"none of {tried or '-'}",
+            fidelity,
+            escape(", ".join(check.other_violations) or "-"),
+            escape(str(check.trace or "-")),
+        )
+    out.print(table)
+    if report.valid:
+        out.print(f"[green]{report.scenario} validates[/]")
+    else:
+        kind = "INVALID" if report.failed else "incomplete (harness error)"
+        out.print(f"[red]{report.scenario} {kind}[/]")

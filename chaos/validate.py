@@ -1,0 +1,362 @@
+"""Validation of a scenario: golden holds on held-out seeds, each defect is caught reproducibly.
+
+::
+
+    golden   seeds S .. S+N-1 ──► every invariant held and settled, on every seed
+    variant  seeds S .. S+N-1 ──► first seed whose run violates the invariant it declares
+             (``Scenario.catches``) ──► replay that trace K times ──► violated K/K?
+
+The checks follow the principles the environment builder works by: a golden solution must
+hold on seeds it was not tuned on; a defective variant must fail for the right reason (the
+invariant it declares, not another) and reproducibly (the same violation on every replay).
+The runs and replays are parameters (``RunFn``, ``ReplayFn``), so the decisions are tested
+without services; ``real_run`` and ``real_replay`` do the real thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import ChaosError, ConfigError
+from chaos.scenario import Scenario
+
+DEFAULT_SEEDS, DEFAULT_FIRST_SEED, DEFAULT_REPLAYS = 5, 1000, 2
+EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+GOLDEN = "golden"
+
+#: A variant's outcome. Failures: not caught, wrong invariant, not reproducible.
+CAUGHT, NOT_CAUGHT, WRONG_INVARIANT, NOT_REPRODUCIBLE, ERROR = (
+    "caught",
+    "not caught",
+    "caught by the wrong invariant",
+    "not reproducible",
+    "harness error",
+)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What validation reads from one run or replay: validity per invariant, settled, trace."""
+
+    trace: Path
+    verdicts: dict[str, Any] = field(default_factory=dict)
+    settled: bool = True
+    error: str | None = None
+
+    def violated(self) -> list[str]:
+        return [name for name, valid in self.verdicts.items() if valid is False]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace": str(self.trace),
+            "verdicts": dict(self.verdicts),
+            "settled": self.settled,
+            "error": self.error,
+        }
+
+
+#: (variant, seed, trace path) -> what the run observed.
+RunFn = Callable[[str, int, Path], Awaitable[Observed]]
+#: (trace path, times) -> what each replay observed.
+ReplayFn = Callable[[Path, int], Awaitable[list[Observed]]]
+Progress = Callable[[str], None]
+
+
+@dataclass
+class GoldenCheck:
+    """The golden implementation on every held-out seed."""
+
+    seeds: list[int]
+    runs: dict[int, Observed] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def held(self) -> bool:
+        return not self.failures and not self.errors and len(self.runs) == len(self.seeds)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seeds": self.seeds,
+            "held": self.held,
+            "failures": self.failures,
+            "errors": self.errors,
+            "runs": {str(seed): run.to_json() for seed, run in self.runs.items()},
+        }
+
+
+@dataclass
+class VariantCheck:
+    """One defective variant: the seed that caught it, its replays, its other violations."""
+
+    variant: str
+    invariant: str
+    status: str = NOT_CAUGHT
+    seed: int | None = None
+    trace: Path | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    replays: list[Observed] = field(default_factory=list)
+    other_violations: list[str] = field(default_factory=list)
+
+    @property
+    def caught(self) -> bool:
+        """The declared invariant was violated on some seed (reproducible or not)."""
+        return self.seed is not None
+
+    @property
+    def reproduced(self) -> int:
+        return sum(self.invariant in r.violated() for r in self.replays)
+
+    @property
+    def fidelity(self) -> float:
+        """Share of the replays that violated the declared invariant again."""
+        return self.reproduced / len(self.replays) if self.replays else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invariant": self.invariant,
+            "status": self.status,
+            "valid": self.status == CAUGHT,
+            "caught": self.caught,
+            "seed": self.seed,
+            "trace": None if self.trace is None else str(self.trace),
+            "fidelity": self.fidelity,
+            "reproduced": self.reproduced,
+            "replays": [r.to_json() for r in self.replays],
+            "other_violations": self.other_violations,
+            "attempts": self.attempts,
+        }
+
+
+@dataclass
+class ValidationReport:
+    """Everything ``chaos validate`` found; ``exit_code`` 0 valid, 1 invalid, 3 harness."""
+
+    scenario: str
+    golden: GoldenCheck
+    variants: dict[str, VariantCheck] = field(default_factory=dict)
+    replays: int = DEFAULT_REPLAYS
+
+    @property
+    def failed(self) -> bool:
+        bad = (NOT_CAUGHT, WRONG_INVARIANT, NOT_REPRODUCIBLE)
+        return bool(self.golden.failures) or any(v.status in bad for v in self.variants.values())
+
+    @property
+    def valid(self) -> bool:
+        return self.golden.held and all(v.status == CAUGHT for v in self.variants.values())
+
+    @property
+    def exit_code(self) -> int:
+        if self.valid:
+            return EXIT_VALID
+        return EXIT_INVALID if self.failed else EXIT_HARNESS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "golden": self.golden.to_json(),
+            "variants": {name: check.to_json() for name, check in self.variants.items()},
+            "replays": self.replays,
+            "valid": self.valid,
+        }
+
+
+def declared_catches(scenario: Scenario) -> dict[str, str]:
+    """Each defective variant -> its declared invariant; ConfigError when one is missing."""
+    catches: Mapping[str, str] = scenario.catches
+    for variant in catches:
+        if variant == GOLDEN or variant not in scenario.variants:
+            raise ConfigError(
+                f"scenario {scenario.id}: catches names {variant!r}, which is not a defective "
+                f"variant (variants: {', '.join(scenario.variants)})"
+            )
+    out: dict[str, str] = {}
+    for variant in scenario.variants:
+        if variant == GOLDEN:
+            continue
+        invariant = catches.get(variant)
+        if not invariant:
+            raise ConfigError(
+                f"scenario {scenario.id}: variant {variant!r} declares no invariant that "
+                f"catches it (set catches = {{{variant!r}: '<invariant>'}} on the scenario)"
+            )
+        if invariant not in scenario.invariants:
+            raise ConfigError(
+                f"scenario {scenario.id}: variant {variant!r} is to be caught by {invariant!r}, "
+                f"which the scenario does not check (invariants: "
+                f"{', '.join(scenario.invariants) or 'none'})"
+            )
+        out[variant] = invariant
+    return out
+
+
+def trace_path(out_dir: Path, variant: str, seed: int) -> Path:
+    return out_dir / f"{variant}-seed{seed}.trace"
+
+
+async def check_golden(
+    seeds: list[int], out_dir: Path, run: RunFn, progress: Progress
+) -> GoldenCheck:
+    """Run golden on every seed; a violation or an unsettled run is a failure."""
+    check = GoldenCheck(seeds)
+    for seed in seeds:
+        progress(f"golden seed {seed}")
+        observed = await run(GOLDEN, seed, trace_path(out_dir, GOLDEN, seed))
+        check.runs[seed] = observed
+        where = {"seed": seed, "trace": str(observed.trace)}
+        if observed.error is not None:
+            check.errors.append({**where, "error": observed.error})
+        elif observed.violated():
+            check.failures.append(
+                {**where, "reason": "violated", "invariants": observed.violated()}
+            )
+        elif not observed.settled:
+            check.failures.append({**where, "reason": "did not settle"})
+        elif not observed.verdicts or any(v is not True for v in observed.verdicts.values()):
+            undecided = [n for n, v in observed.verdicts.items() if v is not True]
+            check.errors.append({**where, "error": f"undecided: {', '.join(undecided) or 'none'}"})
+    return check
+
+
+async def check_variant(
+    variant: str,
+    invariant: str,
+    seeds: list[int],
+    replays: int,
+    out_dir: Path,
+    run: RunFn,
+    replay: ReplayFn,
+    progress: Progress,
+) -> VariantCheck:
+    """Find a seed whose run violates ``invariant``, then replay it ``replays`` times."""
+    check = VariantCheck(variant, invariant)
+    others: dict[str, None] = {}
+    errors = 0
+    for seed in seeds:
+        progress(f"{variant} seed {seed}")
+        observed = await run(variant, seed, trace_path(out_dir, variant, seed))
+        violated = observed.violated()
+        check.attempts.append({"seed": seed, "violated": violated, **observed.to_json()})
+        errors += observed.error is not None
+        others.update(dict.fromkeys(n for n in violated if n != invariant))
+        if invariant in violated:
+            check.seed, check.trace = seed, observed.trace
+            check.other_violations = [n for n in violated if n != invariant]
+            break
+    if check.trace is None:
+        check.other_violations = list(others)
+        check.status = WRONG_INVARIANT if others else ERROR if errors else NOT_CAUGHT
+        return check
+    progress(f"{variant}: replaying seed {check.seed} x{replays}")
+    check.replays = await replay(check.trace, replays)
+    if check.reproduced == replays:
+        check.status = CAUGHT
+    elif all(r.error is not None for r in check.replays if invariant not in r.violated()):
+        check.status = ERROR
+    else:
+        check.status = NOT_REPRODUCIBLE
+    return check
+
+
+async def validate(
+    scenario: Scenario,
+    *,
+    seeds: int = DEFAULT_SEEDS,
+    first_seed: int = DEFAULT_FIRST_SEED,
+    replays: int = DEFAULT_REPLAYS,
+    out_dir: Path,
+    run: RunFn,
+    replay: ReplayFn,
+    progress: Progress | None = None,
+) -> ValidationReport:
+    """Check golden on ``seeds`` held-out seeds and catch every defective variant."""
+    if seeds < 1:
+        raise ConfigError(f"seeds must be >= 1, got {seeds}")
+    if replays < 1:
+        raise ConfigError(f"replays must be >= 1, got {replays}")
+    if first_seed < 0:
+        raise ConfigError(f"first seed must be >= 0, got {first_seed}")
+    catches = declared_catches(scenario)
+    say = progress or (lambda _message: None)
+    seed_list = list(range(first_seed, first_seed + seeds))
+    report = ValidationReport(
+        scenario.id, await check_golden(seed_list, out_dir, run, say), replays=replays
+    )
+    for variant, invariant in catches.items():
+        report.variants[variant] = await check_variant(
+            variant, invariant, seed_list, replays, out_dir, run, replay, say
+        )
+    return report
+
+
+def _error_text(exc: BaseException) -> str | None:
+    """The message of a harness error (a ChaosError, alone or grouped), else None."""
+    if isinstance(exc, ConfigError):
+        return None
+    if isinstance(exc, ChaosError):
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, BaseExceptionGroup):
+        parts = [_error_text(e) for e in exc.exceptions]
+        if parts and all(p is not None for p in parts):
+            return "; ".join(p for p in parts if p is not None)
+    return None
+
+
+def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
+    """A ``RunFn`` that runs ``scenario`` for real (``chaos.run.run_scenario``)."""
+    from chaos.run import RunOptions, run_scenario
+
+    async def run(variant: str, seed: int, out: Path) -> Observed:
+        options = RunOptions(scenario, seed, variant=variant, out=out, progress=progress)
+        try:
+            result = await run_scenario(options)
+        except BaseException as exc:
+            message = _error_text(exc)
+            if message is None:
+                raise
+            return Observed(out, error=message)
+        verdicts = {v.name: v.valid for v in result.verdicts}
+        return Observed(result.trace, verdicts, result.settled)
+
+    return run
+
+
+def real_replay(progress: Progress | None = None) -> ReplayFn:
+    """A ``ReplayFn`` that replays a trace for real (``replay.replay.run_replays``)."""
+    from replay.replay import prepare_replay, run_replays
+
+    async def replay(trace: Path, times: int) -> list[Observed]:
+        report = await run_replays(prepare_replay(trace), times, progress=progress)
+        return [
+            Observed(
+                r.trace, {str(v.get("name")): v.get("valid") for v in r.verdicts}, True, r.error
+            )
+            for r in report.replays
+        ]
+
+    return replay
+
+
+__all__ = [
+    "CAUGHT",
+    "ERROR",
+    "NOT_CAUGHT",
+    "NOT_REPRODUCIBLE",
+    "WRONG_INVARIANT",
+    "GoldenCheck",
+    "Observed",
+    "ReplayFn",
+    "RunFn",
+    "ValidationReport",
+    "VariantCheck",
+    "check_golden",
+    "check_variant",
+    "declared_catches",
+    "real_replay",
+    "real_run",
+    "validate",
+]

@@ -1,0 +1,112 @@
+"""`chaos search` on the command line: bad input, a harness error, one real search."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import chaos.search
+from chaos import cli
+from chaos.errors import ServiceError
+from chaos.run import RunOptions, RunResult
+from replay.trace import read_trace
+
+
+def search_temp_dirs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("chaos-search-payments-*"))
+
+
+def chaos_exit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["search", *args])
+    out, err = capsys.readouterr()
+    assert isinstance(info.value.code, int)
+    return info.value.code, out, err
+
+
+def one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("chaos: error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["payments", "--invariant", "nope"], "unknown invariant 'nope'"),
+        (["payments", "--variant", "bogus"], "has no variant 'bogus'"),
+        (["payments", "--max-examples", "0"], "--max-examples must be between 1 and 1000"),
+        (["payments", "--max-shrinks", "501"], "--max-shrinks must be between 0 and 500"),
+        (["payments", "--seed", "-1"], "seed must be between 0 and 2**63-1"),
+        (["no-such-scenario"], "no-such-scenario"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], args: list[str], fragment: str
+) -> None:
+    code, out, err = chaos_exit(capsys, *args)
+    assert code == 2
+    assert fragment in one_error_line(err)
+    assert out == ""
+
+
+def test_a_harness_error_exits_3_and_leaves_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    async def broken_run(options: RunOptions) -> RunResult:
+        assert options.out is not None
+        options.out.write_bytes(b"partial")
+        raise ServiceError("postgres exited with code 1 during setup", "FATAL: no space")
+
+    monkeypatch.setattr(chaos.search, "run_scenario", broken_run)
+    before = search_temp_dirs()
+    out_path = tmp_path / "found.trace"
+    code, out, err = chaos_exit(capsys, "payments", "--json", "--out", str(out_path))
+    assert code == 3
+    assert "postgres exited with code 1 during setup" in one_error_line(err)
+    assert out == ""
+    assert not out_path.exists()
+    assert search_temp_dirs() == before
+
+
+@pytest.mark.slow
+def test_a_real_search_finds_exactly_once_and_its_trace_replays(tmp_path: Path) -> None:
+    trace = tmp_path / "found.trace"
+    before = search_temp_dirs()
+
+    def chaos_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=600
+        )
+
+    done = chaos_cli(
+        "search", "payments", "--variant", "no-idempotency", "--max-examples", "5",
+        "--json", "--out", str(trace),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    assert found["found"] is True
+    assert (found["scenario"], found["variant"], found["trace"]) == (
+        "payments", "no-idempotency", str(trace),
+    )  # fmt: skip
+    assert 1 <= found["tried"] <= 5 + 25
+    assert found["schedule"], "a violation needs at least one fault"
+    violated = [v["name"] for v in found["verdicts"] if v["valid"] is False]
+    assert "exactly_once" in violated
+    recorded = read_trace(trace)
+    assert not recorded.partial
+    assert recorded.schedule is not None
+    assert recorded.schedule["events"] == found["schedule"]
+    assert recorded.header["variant"] == "no-idempotency"
+    assert search_temp_dirs() == before
+
+    replayed = chaos_cli("replay", str(trace), "--json")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout)["matched"] == 1

@@ -1,0 +1,147 @@
+"""``chaos validate`` on the command line: bad input exits 2 before anything runs; a real run."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from chaos import cli
+from chaos._cli_validate import print_report
+from chaos.validate import NOT_REPRODUCIBLE, GoldenCheck, Observed, ValidationReport, VariantCheck
+
+UNDECLARED = """
+from scenarios.payments.scenario import Payments
+
+
+class Undeclared(Payments):
+    catches = {}
+
+
+SCENARIO = Undeclared()
+"""
+
+
+def chaos_exit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["validate", *args])
+    out, err = capsys.readouterr()
+    assert isinstance(info.value.code, int)
+    return info.value.code, out, err
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    lines = [line for line in err.splitlines() if line.startswith("chaos: error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["nosuch"], ["unknown scenario 'nosuch'"]),
+        (["payments", "--seeds", "0"], ["--seeds must be between 1 and", "got 0"]),
+        (["payments", "--replays", "0"], ["--replays must be between 1 and", "got 0"]),
+        (["payments", "--first-seed", "-1"], ["--first-seed must be between 0"]),
+        (["payments", "--seeds", "many"], ["--seeds", "integer"]),
+    ],
+    ids=["unknown-scenario", "zero-seeds", "zero-replays", "negative-seed", "not-a-number"],
+)
+def test_bad_input_exits_2_with_one_line(
+    args: list[str], fragments: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = chaos_exit(capsys, *args, "--out-dir", str(tmp_path / "traces"))
+    assert code == 2
+    assert out == ""
+    assert_one_line_error(err, *fragments)
+    assert not (tmp_path / "traces").exists()  # nothing ran, nothing was written
+
+
+def test_variant_without_declared_invariant_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "undeclared"
+    folder.mkdir()
+    (folder / "scenario.py").write_text(UNDECLARED)
+    code, _, err = chaos_exit(capsys, str(folder), "--out-dir", str(tmp_path / "traces"))
+    assert code == 2
+    assert_one_line_error(err, "variant 'no-idempotency' declares no invariant that catches it")
+    assert not (tmp_path / "traces").exists()
+
+
+def test_out_dir_that_is_a_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    file = tmp_path / "taken"
+    file.write_text("")
+    code, _, err = chaos_exit(capsys, "payments", "--out-dir", str(file))
+    assert code == 2
+    assert_one_line_error(err, "is a file, not a folder")
+
+
+ARGS = ("validate", "payments", "--seeds", "2", "--replays", "1", "--json")
+
+
+@pytest.mark.slow
+def test_payments_validates_end_to_end(tmp_path: Path) -> None:
+    out_dir = tmp_path / "traces"
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", *ARGS, "--out-dir", str(out_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    report = json.loads(done.stdout)
+    assert report["scenario"] == "payments"
+    assert report["valid"] is True
+    assert report["golden"] == {
+        **report["golden"],
+        "seeds": [1000, 1001],
+        "held": True,
+        "failures": [],
+    }
+    variant = report["variants"]["no-idempotency"]
+    assert variant["invariant"] == "exactly_once"
+    assert variant["caught"] is True
+    assert variant["fidelity"] == 1.0
+    assert variant["seed"] in (1000, 1001)
+    trace = Path(variant["trace"])
+    assert trace.parent == out_dir
+    assert trace.is_file()
+    assert (out_dir / "golden-seed1000.trace").is_file()
+    assert (out_dir / "golden-seed1001.trace").is_file()
+    assert trace.with_name(trace.name.removesuffix(".trace") + ".replay-1.trace").is_file()
+
+
+def test_tables_name_every_seed_variant_result_and_trace(tmp_path: Path) -> None:
+    golden = GoldenCheck([1000, 1001])
+    golden.runs[1000] = Observed(tmp_path / "golden-seed1000.trace", {"exactly_once": True})
+    golden.runs[1001] = Observed(tmp_path / "golden-seed1001.trace", {"exactly_once": False})
+    golden.failures.append({"seed": 1001, "reason": "violated"})
+    variant = VariantCheck("no-idempotency", "exactly_once", NOT_REPRODUCIBLE, 1000)
+    variant.trace = tmp_path / "no-idempotency-seed1000.trace"
+    variant.attempts.append({"seed": 1000})
+    variant.replays = [
+        Observed(tmp_path / "r1.trace", {"exactly_once": False}),
+        Observed(tmp_path / "r2.trace", {"exactly_once": True}),
+    ]
+    variant.other_violations = ["no_lost_messages"]
+    report = ValidationReport("payments", golden, {"no-idempotency": variant})
+    console = Console(file=io.StringIO(), width=240, highlight=False)
+    print_report(report, console)
+    assert isinstance(console.file, io.StringIO)
+    text = " ".join(console.file.getvalue().split())
+    for fragment in (
+        "1000", "1001", "VIOLATED", "did NOT hold", "no-idempotency", "not reproducible",
+        "1/2", "no_lost_messages", "payments INVALID",
+    ):  # fmt: skip
+        assert fragment in text
+    assert report.exit_code == 1
