@@ -195,6 +195,37 @@ def report(
     report_command(trace, replays or [], out)
 
 
+# -- chaos validate ------------------------------------------------------------------
+
+
+@app.command("validate")
+def validate(
+    scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
+    seeds: Annotated[int, typer.Option(help="Held-out seeds: golden must hold on each.")] = 5,
+    first_seed: Annotated[
+        int, typer.Option(help="The first held-out seed (far from the ones tuned on).")
+    ] = 1000,
+    replays: Annotated[
+        int, typer.Option(help="Replays of each catching trace (all must violate again).")
+    ] = 2,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="Trace folder (default traces/validate-SCENARIO).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report object.")] = False,
+) -> None:
+    """Validate a scenario: exit 0 valid, 1 a check failed, 2 bad input, 3 harness error."""
+    from chaos._cli_validate import validate_command
+    from chaos.run import is_interruption
+
+    try:
+        code = validate_command(scenario, seeds, first_seed, replays, out_dir, as_json)
+    except BaseException as exc:
+        if is_interruption(exc):
+            _fail("interrupted: every process, proxy and temp dir of the runs was removed", 130)
+        raise
+    raise SystemExit(code)
+
+
 # -- chaos search --------------------------------------------------------------------
 
 
