@@ -26,13 +26,13 @@ _PROXY_CHILD = r"""
 import sys, trio
 from faults.proxy import open_proxy_server
 
-async def main(upstream: str) -> None:
-    async with open_proxy_server(seed=0) as server:
+async def main(upstream: str, busy_poll_us: float) -> None:
+    async with open_proxy_server(seed=0, busy_poll_us=busy_poll_us) as server:
         proxy = server.create_proxy("bench", "127.0.0.1:0", upstream)
         print(proxy.listen.rsplit(":", 1)[1], flush=True)
         await trio.to_thread.run_sync(sys.stdin.read)
 
-trio.run(main, sys.argv[1])
+trio.run(main, sys.argv[1], float(sys.argv[2]))
 """
 
 #: The baseline the issue names: a plain Python forwarder (two blocking threads per
@@ -144,10 +144,10 @@ def round_trips(port: int, n: int) -> list[float]:
 
 
 def _start_proxy(
-    upstream_port: int, program: str = _PROXY_CHILD
+    upstream_port: int, program: str = _PROXY_CHILD, *extra: str
 ) -> tuple[subprocess.Popen[str], int]:
     child = subprocess.Popen(
-        [sys.executable, "-c", program, f"127.0.0.1:{upstream_port}"],
+        [sys.executable, "-c", program, f"127.0.0.1:{upstream_port}", *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -174,6 +174,12 @@ def main() -> None:
         help="pin every process to this CPU: measures each path's own cost per hop, without "
         "the cross-CPU wake-ups that dominate an idle VM's round trips",
     )
+    parser.add_argument(
+        "--busy-poll-us",
+        type=float,
+        default=150.0,
+        help="also measure the proxy with this busy-poll budget (0: skip)",
+    )
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})  # the children inherit it
@@ -184,9 +190,12 @@ def main() -> None:
     echo_listener, echo_port = _serve(_echo)
     children = []
     paths: dict[str, tuple[int, int]] = {"direct": (sink_port, echo_port)}
-    for name, program in (("forwarder", _FORWARDER_CHILD), ("proxy", _PROXY_CHILD)):
-        sink_child, sink_via = _start_proxy(sink_port, program)
-        echo_child, echo_via = _start_proxy(echo_port, program)
+    variants = [("forwarder", _FORWARDER_CHILD, ()), ("proxy", _PROXY_CHILD, ("0",))]
+    if args.busy_poll_us:
+        variants.append((f"proxy+bp{args.busy_poll_us:g}", _PROXY_CHILD, (str(args.busy_poll_us),)))
+    for name, program, extra in variants:
+        sink_child, sink_via = _start_proxy(sink_port, program, *extra)
+        echo_child, echo_via = _start_proxy(echo_port, program, *extra)
         children += [sink_child, echo_child]
         paths[name] = (sink_via, echo_via)
     tps: dict[str, list[float]] = {name: [] for name in paths}
@@ -212,12 +221,12 @@ def main() -> None:
     print(f"throughput ({args.mb} MB, best of {args.repeat})")
     for name in paths:
         tp = max(tps[name])
-        print(f"  {name:<10} {tp:8.0f} MB/s   ratio {tp / direct_tp:.2f} of direct")
+        print(f"  {name:<14} {tp:8.0f} MB/s   ratio {tp / direct_tp:.2f} of direct")
     print(f"round trip, 1 byte ({len(rts['direct'])} samples per path)")
     for name in paths:
         med = statistics.median(rts[name])
         added = "" if name == "direct" else f"   added {med - direct_med:6.1f} µs"
-        print(f"  {name:<10} median {med:6.1f} µs   p99 {p99(rts[name]):7.1f} µs{added}")
+        print(f"  {name:<14} median {med:6.1f} µs   p99 {p99(rts[name]):7.1f} µs{added}")
     proxy_added = statistics.median(rts["proxy"]) - direct_med
     forwarder_added = statistics.median(rts["forwarder"]) - direct_med
     print(

@@ -84,24 +84,37 @@ def proxy_serve(
     dial_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for an upstream to accept.")
     ] = 5.0,
+    busy_poll_us: Annotated[
+        float,
+        typer.Option(
+            help="Microseconds an idle toxic-free connection polls before it sleeps: lower "
+            "round-trip latency for at most that much CPU per wait (0: sleep at once)."
+        ),
+    ] = 150.0,
 ) -> None:
     """Serve the Toxiproxy v2 HTTP API (a drop-in Toxiproxy) until Ctrl-C."""
     if not dial_timeout > 0:
         raise ConfigError(f"dial timeout must be > 0, got {dial_timeout}")
+    if not 0 <= busy_poll_us <= 1_000_000:
+        raise ConfigError(f"busy poll must be between 0 and 1000000 µs, got {busy_poll_us}")
     logging.basicConfig(level=logging.WARNING, format="chaos: %(name)s: %(message)s")
     try:
-        trio.run(_serve_proxy, host, port, seed, dial_timeout)
+        trio.run(_serve_proxy, host, port, seed, dial_timeout, busy_poll_us)
     except ProxyAPIError as exc:  # the port is taken, or the host is not bindable
         _fail(exc.message, 2)
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
         pass
 
 
-async def _serve_proxy(host: str, port: int, seed: int, dial_timeout: float) -> None:
+async def _serve_proxy(
+    host: str, port: int, seed: int, dial_timeout: float, busy_poll_us: float
+) -> None:
     from faults.proxy.http import open_toxiproxy
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_toxiproxy(host, port, seed, dial_timeout=dial_timeout) as (_, url):
+        async with open_toxiproxy(
+            host, port, seed, dial_timeout=dial_timeout, busy_poll_us=busy_poll_us
+        ) as (_, url):
             print(f"chaos proxy: Toxiproxy API on {url} (seed {seed})", flush=True)
             async for _signum in signals:
                 return

@@ -73,7 +73,9 @@ class Direction:
         self._active: dict[str, tuple[int, bool]] = {}
         self._backlogs: dict[int, list[Chunk]] = {}
         self._bytes = 0
-        self._pump = DirectPump(src.socket.fileno(), dst.socket.fileno())
+        self._pump = DirectPump(
+            src.socket.fileno(), dst.socket.fileno(), connection.proxy.server.busy_poll_s
+        )
         self._pump.active = self._direct
 
     @property

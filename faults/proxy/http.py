@@ -73,6 +73,7 @@ async def open_toxiproxy(
     *,
     observer: Observer | None = None,
     dial_timeout: float = 5.0,
+    busy_poll_us: float = 0.0,
     limits: HttpLimits = _LIMITS,
 ) -> AsyncIterator[tuple[ProxyServer, str]]:
     """A proxy server and its HTTP API (the API port is bound first, so a taken port
@@ -80,7 +81,9 @@ async def open_toxiproxy(
     async with _bind(host, port) as listener:
         url = api_url(host, _bound_port(listener))
         async with (
-            open_proxy_server(seed=seed, observer=observer, dial_timeout=dial_timeout) as server,
+            open_proxy_server(
+                seed=seed, observer=observer, dial_timeout=dial_timeout, busy_poll_us=busy_poll_us
+            ) as server,
             trio.open_nursery() as nursery,
         ):
             nursery.start_soon(_serve, server, listener, limits)

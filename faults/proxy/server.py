@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from chaos.errors import BadRequest, ProxyExists, ProxyNotFound
+from chaos.errors import BadRequest, ConfigError, ProxyExists, ProxyNotFound
 from faults.proxy.proxy import Proxy
 
 Observer = Callable[[dict[str, Any]], None]
@@ -39,10 +39,13 @@ class ProxyServer:
         seed: int = 0,
         observer: Observer | None = None,
         dial_timeout: float = 5.0,
+        busy_poll_us: float = 0.0,
     ) -> None:
         self._nursery = nursery
         self.seed = seed
         self.dial_timeout = dial_timeout
+        #: Seconds an idle fast-path thread polls without sleeping (0: it sleeps at once).
+        self.busy_poll_s = busy_poll_us / 1e6
         self._observers: list[Observer] = [observer] if observer else []
         self.proxies: dict[str, Proxy] = {}
 
@@ -140,11 +143,28 @@ def _check_name(name: Any) -> None:
 
 @asynccontextmanager
 async def open_proxy_server(
-    *, seed: int = 0, observer: Observer | None = None, dial_timeout: float = 5.0
+    *,
+    seed: int = 0,
+    observer: Observer | None = None,
+    dial_timeout: float = 5.0,
+    busy_poll_us: float = 0.0,
 ) -> AsyncIterator[ProxyServer]:
-    """A proxy server whose proxies and connections all end when the block ends."""
+    """A proxy server whose proxies and connections all end when the block ends.
+
+    ``busy_poll_us`` trades CPU for round-trip latency on toxic-free connections: an idle
+    forwarding thread polls that long before it sleeps (off by default: a run shares its
+    cores with the services under test).
+    """
+    if not 0 <= busy_poll_us <= 1_000_000:
+        raise ConfigError(f"busy_poll_us must be between 0 and 1000000, got {busy_poll_us}")
     async with trio.open_nursery() as nursery:
-        server = ProxyServer(nursery, seed=seed, observer=observer, dial_timeout=dial_timeout)
+        server = ProxyServer(
+            nursery,
+            seed=seed,
+            observer=observer,
+            dial_timeout=dial_timeout,
+            busy_poll_us=busy_poll_us,
+        )
         try:
             yield server
         finally:

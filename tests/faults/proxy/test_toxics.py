@@ -9,6 +9,7 @@ import socket
 import pytest
 import trio
 
+from faults.proxy import open_proxy_server
 from tests.faults.proxy.conftest import (
     Rig,
     open_rig,
@@ -384,8 +385,6 @@ async def test_slow_upstream_dial_does_not_stall_other_accepts(nursery: trio.Nur
 async def test_leaving_the_server_closes_everything() -> None:
     async with trio.open_nursery() as nursery:
         port = await start_upstream(nursery)
-        from faults.proxy import open_proxy_server
-
         async with open_proxy_server() as server:
             proxy = server.create_proxy("p", "127.0.0.1:0", f"127.0.0.1:{port}")
             listen_port = int(proxy.listen.rsplit(":", 1)[1])
@@ -397,3 +396,30 @@ async def test_leaving_the_server_closes_everything() -> None:
         with pytest.raises(OSError):
             await trio.open_tcp_stream("127.0.0.1", listen_port)
         nursery.cancel_scope.cancel()
+
+
+async def test_busy_polling_fast_path_keeps_bytes_and_yields_to_toxics() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await start_upstream(nursery)
+        async with open_proxy_server(busy_poll_us=300) as server:
+            proxy = server.create_proxy("p", "127.0.0.1:0", f"127.0.0.1:{port}")
+            stream = await trio.open_tcp_stream("127.0.0.1", int(proxy.listen.rsplit(":")[1]))
+            payload = os.urandom(1_000_000)
+            async with trio.open_nursery() as io:
+                io.start_soon(stream.send_all, payload)
+                assert await receive_exactly(stream, len(payload)) == payload
+            proxy.add_toxic("latency", attributes={"latency": 150})
+            assert await round_trip(stream) >= 0.150
+            proxy.remove_toxic("latency_downstream")
+            assert await round_trip(stream) < 0.150
+            await stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("bad", [-1, 2_000_000])
+async def test_busy_poll_budget_is_checked(bad: int) -> None:
+    from chaos.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="busy_poll_us must be between 0 and 1000000"):
+        async with open_proxy_server(busy_poll_us=bad):
+            pass
