@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -69,7 +69,7 @@ class Direction:
         self._reader_scope: trio.CancelScope | None = None
         self._writer_scope: trio.CancelScope | None = None
         self._rngs: dict[tuple[str, str], random.Random] = {}
-        self._states: dict[str, dict[str, object]] = {}
+        self._states: dict[str, dict[str, Any]] = {}
         self._active: dict[str, tuple[int, bool]] = {}
         self._backlogs: dict[int, list[Chunk]] = {}
         self._bytes = 0

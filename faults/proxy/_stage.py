@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
@@ -31,7 +31,7 @@ class Stage:
         direction: Direction,
         name: str,
         toxic: Toxic,
-        state: dict[str, object],
+        state: dict[str, Any],
         backlog: list[Chunk],
         input: trio.MemoryReceiveChannel[Chunk],
         output: trio.MemorySendChannel[Chunk],

@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from faults.proxy._stage import Stage
 
 
+#: What a frame toxic reports once its frames are sent: an event name and its fields.
+Report = tuple[str, dict[str, object]]
+
+
 class FrameToxic(Toxic):
     """Splits the stream into frames and asks ``on_frame`` what to send for each.
 
@@ -19,7 +23,7 @@ class FrameToxic(Toxic):
     loses nothing. Bytes that are not NATS pass through untouched from then on.
     """
 
-    def on_frame(self, stage: Stage, frame: Frame, reports: list[dict[str, object]]) -> list[bytes]:
+    def on_frame(self, stage: Stage, frame: Frame, reports: list[Report]) -> list[bytes]:
         """The bytes to send for ``frame``; append what to report to ``reports``."""
         return [frame.raw]
 
@@ -39,7 +43,7 @@ class FrameToxic(Toxic):
             # Decide, send, then commit: a send cut short by a chain change undoes the
             # decisions, so the frames are decided again (once) by the next chain.
             snapshot = dict(stage.state)
-            reports: list[dict[str, object]] = []
+            reports: list[Report] = []
             out = b"".join(piece for f in frames for piece in self.on_frame(stage, f, reports))
             try:
                 if out:
@@ -48,8 +52,8 @@ class FrameToxic(Toxic):
                 stage.state.clear()
                 stage.state.update(snapshot)
                 raise
-            for report in reports:
-                stage.report(**report)  # type: ignore[arg-type]
+            for event, fields in reports:
+                stage.report(event, **fields)
             stage.pending.clear()
             if rest:
                 stage.pending.append(Chunk(rest, chunk.stamp))

@@ -30,11 +30,11 @@ class Toxic:
         self.attributes.update(attributes)
         self.check()
 
-    def __getattr__(self, name: str) -> int:
+    def __getattr__(self, name: str) -> Any:
+        """An attribute by name (``self.latency``): an int, or a str for string ones."""
         attrs = self.__dict__.get("attributes", {})
         if name in attrs:
-            value = attrs[name]
-            return int(value) if not isinstance(value, str) else value  # type: ignore[return-value]
+            return attrs[name]
         raise AttributeError(name)
 
     def text(self, name: str) -> str:

@@ -16,7 +16,7 @@ class LimitDataToxic(Toxic):
     attribute_names = ("bytes",)
 
     async def pipe(self, stage: Stage) -> None:
-        sent = int(stage.state.get("sent", 0))  # type: ignore[call-overload]
+        sent = int(stage.state.get("sent", 0))
         while True:
             if sent >= self.bytes:
                 await stage.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from faults.proxy.nats_protocol import Frame
-from faults.proxy.toxics._frames import FrameToxic
+from faults.proxy.toxics._frames import FrameToxic, Report
 
 if TYPE_CHECKING:
     from faults.proxy._stage import Stage
@@ -23,14 +23,14 @@ class NatsDropAckToxic(FrameToxic):
     attribute_names = ("count", "skip", "same_message")
     string_attribute_names = ("stream",)
 
-    def on_frame(self, stage: Stage, frame: Frame, reports: list[dict[str, object]]) -> list[bytes]:
+    def on_frame(self, stage: Stage, frame: Frame, reports: list[Report]) -> list[bytes]:
         if not frame.is_js_ack:
             return [frame.raw]
         stream = self.text("stream")
         if stream and frame.subject.split(".")[2:3] != [stream]:
             return [frame.raw]
-        seen = int(stage.state.get("seen", 0))  # type: ignore[call-overload]
-        dropped = int(stage.state.get("dropped", 0))  # type: ignore[call-overload]
+        seen = int(stage.state.get("seen", 0))
+        dropped = int(stage.state.get("dropped", 0))
         stage.state["seen"] = seen + 1
         if seen < self.skip or (self.count and dropped >= self.count):
             return [frame.raw]
@@ -40,11 +40,9 @@ class NatsDropAckToxic(FrameToxic):
                 return [frame.raw]
         stage.state["dropped"] = dropped + 1
         reports.append(
-            {
-                "event": "frame_dropped",
-                "op": "ack",
-                "subject": frame.subject,
-                "stream_sequence": frame.stream_sequence,
-            }
+            (
+                "frame_dropped",
+                {"op": "ack", "subject": frame.subject, "stream_sequence": frame.stream_sequence},
+            )
         )
         return []

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from faults.proxy.nats_protocol import Frame
-from faults.proxy.toxics._frames import FrameToxic
+from faults.proxy.toxics._frames import FrameToxic, Report
 
 if TYPE_CHECKING:
     from faults.proxy._stage import Stage
@@ -18,17 +18,13 @@ if TYPE_CHECKING:
 class NatsObserveToxic(FrameToxic):
     type_name = "nats_observe"
 
-    def on_frame(self, stage: Stage, frame: Frame, reports: list[dict[str, object]]) -> list[bytes]:
+    def on_frame(self, stage: Stage, frame: Frame, reports: list[Report]) -> list[bytes]:
         if frame.is_js_delivery:
             reports.append(
-                {
-                    "event": "nats_delivery",
-                    "subject": frame.subject,
-                    "delivery": frame.delivery_count,
-                }
+                ("nats_delivery", {"subject": frame.subject, "delivery": frame.delivery_count})
             )
         elif frame.is_js_ack:
-            reports.append({"event": "nats_ack", "subject": frame.subject})
+            reports.append(("nats_ack", {"subject": frame.subject}))
         elif frame.op in (b"PUB", b"HPUB"):
-            reports.append({"event": "nats_publish", "subject": frame.subject})
+            reports.append(("nats_publish", {"subject": frame.subject}))
         return [frame.raw]
