@@ -65,6 +65,8 @@ class RunOptions:
     postgres_dsn: str | None = None
     nats_url: str | None = None
     progress: Progress | None = None
+    #: Seconds to wait for the system to settle (default: the scenario's own).
+    settle_timeout_s: float | None = None
 
 
 @dataclass
@@ -78,6 +80,7 @@ class RunResult:
     settled: bool
     timings: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    final_state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def held(self) -> bool:
@@ -390,6 +393,7 @@ async def _run(
     recorder = Recorder(writer)
     verdicts: list[Verdict] = []
     settled = False
+    final_state: dict[str, Any] = {}
     with open_run_dir(prefix=f"chaos-{scenario.id}-") as run_dir:
         async with (
             open_proxy_server(seed=derive_seed(options.seed, "proxy"), dial_timeout=2.0) as proxies,
@@ -413,7 +417,8 @@ async def _run(
                 nemesis.workload_done.set()
 
                 clock.enter("settle")
-                settled = await _settle(scenario, ctx)
+                timeout = options.settle_timeout_s
+                settled = await _settle(scenario, ctx, timeout or scenario.settle_timeout_s)
                 recorder.record("harness", "info", "settle", {"settled": settled})
                 nursery.cancel_scope.cancel()  # heals whatever is still applied
 
@@ -442,13 +447,14 @@ async def _run(
         settled,
         clock.timings,
         recorder.events,
+        final_state,
     )
 
 
-async def _settle(scenario: Scenario, ctx: RunContext) -> bool:
-    """Poll ``scenario.settled`` until it holds twice in a row, or the timeout passes."""
+async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
+    """Poll ``scenario.settled`` until it holds twice in a row, or ``limit_s`` passes."""
     streak = 0
-    with trio.move_on_after(scenario.settle_timeout_s):
+    with trio.move_on_after(limit_s):
         while streak < 2:
             try:
                 streak = streak + 1 if await scenario.settled(ctx) else 0

@@ -16,6 +16,8 @@ import importlib.util
 import re
 import sys
 from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -75,6 +77,11 @@ class Scenario(ABC):
     @abstractmethod
     async def final_state(self, ctx: RunContext) -> dict[str, Any]:
         """The final state, read from the real stores, for the invariants."""
+
+    def side_effects(self, name: str, final_state: Mapping[str, Any]) -> Counter[str]:
+        """How often the side effect ``name`` happened, per key (an order id, say), in a
+        final state. Scenarios name theirs; the pytest plugin's ``side_effect_count`` asks."""
+        raise ConfigError(f"scenario {self.id} declares no side effect {name!r}")
 
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:

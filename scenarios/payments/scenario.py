@@ -11,6 +11,8 @@ import json
 import secrets
 import tomllib
 import urllib.request
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -227,6 +229,12 @@ class Payments(Scenario):
                     if consumer.get("num_ack_pending") or consumer.get("num_pending"):
                         return False
         return True
+
+    def side_effects(self, name: str, final_state: Mapping[str, Any]) -> Counter[str]:
+        """``charge_customer``: charges the gateway executed, per order id."""
+        if name != "charge_customer":
+            return super().side_effects(name, final_state)
+        return Counter(str(c["order_id"]) for c in final_state["gateway_charges"])
 
     async def final_state(self, ctx: RunContext) -> dict[str, Any]:
         dsn = self._dsn(ctx)

@@ -1,0 +1,55 @@
+"""The pytest plugin (entry point ``pytest11``): the ``env`` / ``chaos_env`` fixtures.
+
+A chaos test reads like the invariant it checks::
+
+    @pytest.mark.chaos(scenario="payments", seed=7)
+    def test_no_duplicate_side_effects(env):
+        env.inject_fault("redeliver_message", count=3)
+        env.run_until_settled(timeout=30)
+        assert env.side_effect_count("charge_customer") == 1
+        assert env.final_state_is_consistent()
+
+The harness is imported only when a test asks for the fixture, so installing chaos-harness
+costs other test suites nothing. See ``chaos.testing.ChaosEnv`` for what ``env`` offers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from chaos.testing import ChaosEnv
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "chaos(scenario='payments', variant='golden', seed=0): the scenario run the `env` "
+        "fixture sets up",
+    )
+
+
+@pytest.fixture
+def chaos_env(request: pytest.FixtureRequest, tmp_path: Path) -> ChaosEnv:
+    """A scenario run to set up with faults, run and assert on (see the module doc)."""
+    from chaos.errors import ConfigError
+    from chaos.scenario import Scenario, load_scenario
+    from chaos.testing import ChaosEnv
+
+    marker = request.node.get_closest_marker("chaos")
+    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    scenario = options.pop("scenario", "payments")
+    loaded = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario))
+    unknown = set(options) - {"variant", "seed"}
+    if unknown:
+        raise ConfigError(f"chaos marker: unknown option(s) {', '.join(sorted(unknown))}")
+    return ChaosEnv(loaded, out_dir=tmp_path, **options)
+
+
+@pytest.fixture
+def env(chaos_env: ChaosEnv) -> ChaosEnv:
+    """``chaos_env`` under the short name the docs use."""
+    return chaos_env
