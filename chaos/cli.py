@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import trio
 import typer
@@ -45,6 +45,20 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     """Print ``chaos: error: <message>`` (one line) on stderr and exit with ``code``."""
     first_line = " ".join(str(message).split())
     print(f"chaos: error: {first_line}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def _exit_with(command: Callable[..., int], *args: Any) -> NoReturn:
+    """Run a command that starts runs; exit with its code. Ctrl-C (alone or grouped by a
+    nursery) is one line and exit 130: the runs have removed what they started."""
+    from chaos.run import is_interruption
+
+    try:
+        code = command(*args)
+    except BaseException as exc:
+        if is_interruption(exc):
+            _fail("interrupted: every process, proxy and temp dir of the run was removed", 130)
+        raise
     raise SystemExit(code)
 
 
@@ -141,15 +155,8 @@ def run(
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
-    from chaos.run import is_interruption
 
-    try:
-        code = run_command(scenario, seed, variant, out, as_json, postgres_dsn, nats_url)
-    except BaseException as exc:
-        if is_interruption(exc):
-            _fail("interrupted: every process, proxy and temp dir of the run was removed", 130)
-        raise
-    raise SystemExit(code)
+    _exit_with(run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url)
 
 
 @app.command("show")
@@ -181,11 +188,7 @@ def replay(
     """Re-run a trace with its own faults: exit 0 reproduced, 1 not, 2 bad input, 3 error."""
     from chaos._cli_replay import replay_command
 
-    try:
-        code = replay_command(trace, times, as_json, strict)
-    except KeyboardInterrupt:
-        _fail("interrupted: every process, proxy and temp dir of the replay was removed", 130)
-    raise SystemExit(code)
+    _exit_with(replay_command, trace, times, as_json, strict)
 
 
 # -- chaos report --------------------------------------------------------------------
@@ -228,15 +231,8 @@ def validate(
 ) -> None:
     """Validate a scenario: exit 0 valid, 1 a check failed, 2 bad input, 3 harness error."""
     from chaos._cli_validate import validate_command
-    from chaos.run import is_interruption
 
-    try:
-        code = validate_command(scenario, seeds, first_seed, replays, out_dir, as_json)
-    except BaseException as exc:
-        if is_interruption(exc):
-            _fail("interrupted: every process, proxy and temp dir of the runs was removed", 130)
-        raise
-    raise SystemExit(code)
+    _exit_with(validate_command, scenario, seeds, first_seed, replays, out_dir, as_json)
 
 
 # -- chaos search --------------------------------------------------------------------
@@ -260,17 +256,10 @@ def search(
 ) -> None:
     """Search for a violating fault schedule: exit 1 found, 0 none, 2 bad input, 3 error."""
     from chaos._cli_search import search_command
-    from chaos.run import is_interruption
 
-    try:
-        code = search_command(
-            scenario, variant, invariant, max_examples, max_shrinks, seed, out, as_json
-        )
-    except BaseException as exc:
-        if is_interruption(exc):
-            _fail("interrupted: every process, proxy and temp dir of the runs was removed", 130)
-        raise
-    raise SystemExit(code)
+    _exit_with(
+        search_command, scenario, variant, invariant, max_examples, max_shrinks, seed, out, as_json
+    )
 
 
 # -- entry point ---------------------------------------------------------------------
