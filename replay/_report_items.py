@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from ._fmt import atom
 
-_TARGET_KEYS = ("target", "link", "service", "stream", "proxy")
-_NOT_PARAMS = frozenset({"phase", "fault_id", *_TARGET_KEYS})
+_NOT_PARAMS = frozenset({"phase", "fault_id", "target", "link", "service", "stream", "proxy"})
 
 
 @dataclass(frozen=True)
@@ -33,18 +32,6 @@ class Marker:
     style: str
     detail: str
     fault_id: str = ""
-
-
-def fault_target(value: object) -> str:
-    """A nemesis event's target as "kind:name" or a bare name; "-" when it names none."""
-    if isinstance(value, Mapping):
-        for key in _TARGET_KEYS:
-            target = value.get(key)
-            if isinstance(target, Mapping) and {"kind", "name"} <= target.keys():
-                return f"{target['kind']}:{target['name']}"
-            if target is not None:
-                return str(target)
-    return "-"
 
 
 def params_text(value: object) -> str:

@@ -9,9 +9,10 @@ from typing import Any
 from ._fields import HARNESS, NEMESIS, PROXY, SERVICE_PREFIX, is_infrastructure
 from ._fmt import atom
 from ._reader import Trace
-from ._report_items import FaultBar, Marker, fault_target, params_text
+from ._report_items import FaultBar, Marker, params_text
 from ._report_ops import Op, evidence_tokens, pair_ops
 from ._report_text import as_ns
+from ._spans import fault_target
 
 
 @dataclass

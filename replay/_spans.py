@@ -37,7 +37,7 @@ def _phase(event: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _target(value: object) -> str:
+def fault_target(value: object) -> str:
     """The fault's target as "kind:name" or a bare name; "-" when the event names none."""
     if isinstance(value, Mapping):
         for key in _TARGET_KEYS:
@@ -66,7 +66,7 @@ def fault_spans(events: Iterable[Mapping[str, Any]]) -> list[FaultSpan]:
             continue
         phase, kind = found
         value = event.get("value")
-        target = _target(value)
+        target = fault_target(value)
         fault_id = str(value.get("fault_id", "")) if isinstance(value, Mapping) else ""
         key = (kind, target, fault_id)
         if phase == "apply":
