@@ -262,6 +262,28 @@ def search(
     )
 
 
+# -- chaos sweep ---------------------------------------------------------------------
+
+
+@app.command("sweep")
+def sweep(
+    scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
+    seeds: Annotated[str, typer.Option(help="Seeds: N, A-B, or a comma-separated list.")],
+    variant: Annotated[str, typer.Option(help="golden or a defective variant.")] = "golden",
+    jobs: Annotated[
+        int | None, typer.Option(help="Runs side by side (default: half the CPUs, at least 1).")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="Trace folder (default traces/sweep-SCENARIO-VARIANT).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary.")] = False,
+) -> None:
+    """Run a scenario over many seeds: exit 0 all held, 1 a violation, 2 bad input, 3 error."""
+    from chaos._cli_sweep import sweep_command
+
+    _exit_with(sweep_command, scenario, seeds, variant, jobs, out_dir, as_json)
+
+
 # -- entry point ---------------------------------------------------------------------
 
 

@@ -1,0 +1,71 @@
+"""``chaos sweep``: run a scenario over many seeds, a few at a time, and summarise."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from chaos.errors import ConfigError
+from chaos.scenario import load_scenario
+from chaos.sweep import SeedResult, SweepReport, parse_seeds, sweep
+
+
+def sweep_command(
+    scenario: str,
+    seeds_text: str,
+    variant: str,
+    jobs: int | None,
+    out_dir: Path | None,
+    as_json: bool,
+) -> int:
+    """Sweep; print a table (or one JSON object); return the exit code."""
+    loaded = load_scenario(scenario)  # bad scenario or variant: exit 2 before any worker
+    loaded.check_variant(variant)
+    seeds = parse_seeds(seeds_text)
+    jobs = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
+    if not 1 <= jobs <= 64:
+        raise ConfigError(f"--jobs must be between 1 and 64, got {jobs}")
+    folder = out_dir or Path("traces") / f"sweep-{loaded.id}-{variant}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot use --out-dir {folder}: {exc.strerror or exc}") from None
+    err = Console(stderr=True)
+
+    def progress(result: SeedResult) -> None:
+        detail = ", ".join(result.violated()) or result.error
+        err.print(f"seed {result.seed}: {result.outcome}" + (f" ({detail})" if detail else ""))
+
+    report = trio.run(lambda: sweep(scenario, variant, seeds, jobs=jobs, out_dir=folder,
+                                    progress=None if as_json else progress))  # fmt: skip
+    if as_json:
+        print(json.dumps(report.to_json(), sort_keys=True))
+    else:
+        print_report(report)
+    return report.exit_code
+
+
+def print_report(report: SweepReport) -> None:
+    out = Console(soft_wrap=True)
+    summary = report.to_json()
+    table = Table("seed", "outcome", "violated", "trace")
+    for row in summary["seeds"]:
+        table.add_row(
+            str(row["seed"]),
+            row["outcome"],
+            ", ".join(row["violated"]) or (row["error"] or ""),
+            str(row["trace"] or ""),
+        )
+    out.print(table)
+    out.print(
+        f"{report.scenario} {report.variant}: {summary['runs']} runs, {summary['held']} held, "
+        f"{summary['violated']} violated, {summary['errors']} errors; "
+        f"{summary['runs_per_minute']} runs per minute"
+    )
+    for name, count in summary["violations_by_invariant"].items():
+        out.print(f"  {name} violated on {count} seed(s)")

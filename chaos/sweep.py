@@ -1,0 +1,187 @@
+"""Seed sweeps: many runs of one scenario, side by side, each in its own worker process.
+
+Every run is already isolated (its own ports, database cluster, stream and temp dir), so a
+sweep only has to keep ``jobs`` workers busy: each worker is ``chaos run SCENARIO --seed N
+--json`` as a child process, and its JSON verdict is the result. Cancelling the sweep
+(Ctrl-C) interrupts every worker the way Ctrl-C interrupts a run, and waits for each to
+remove what it started.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from chaos.errors import ConfigError
+
+#: How long an interrupted worker may take to clean up before it is killed.
+_STOP_GRACE_S = 60.0
+MAX_SEEDS = 100_000
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-19"``, ``"3,5,8"`` or ``"7"`` (mixable: ``"0-4,10"``) -> sorted unique seeds."""
+    seeds: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        low, sep, high = part.partition("-")
+        try:
+            first, last = (int(low), int(high)) if sep else (int(part), int(part))
+        except ValueError:
+            raise ConfigError(
+                f"bad seeds {text!r}: use N, A-B or a comma-separated list of them"
+            ) from None
+        if first < 0 or last < first:
+            raise ConfigError(f"bad seed range {part!r}: want 0 <= A <= B")
+        if last - first + 1 + len(seeds) > MAX_SEEDS:
+            raise ConfigError(f"too many seeds in {text!r} (at most {MAX_SEEDS})")
+        seeds.update(range(first, last + 1))
+    return sorted(seeds)
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    exit_code: int
+    verdict: dict[str, Any] | None = None
+    error: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def outcome(self) -> str:
+        return {0: "held", 1: "violated"}.get(self.exit_code, "error")
+
+    def violated(self) -> list[str]:
+        verdicts = (self.verdict or {}).get("verdicts", [])
+        return [v["name"] for v in verdicts if v.get("valid") is False]
+
+
+@dataclass
+class SweepReport:
+    scenario: str
+    variant: str
+    results: list[SeedResult] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(r.outcome for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        counts = self.counts
+        if counts["violated"]:
+            return 1
+        return 3 if counts["error"] else 0
+
+    def to_json(self) -> dict[str, Any]:
+        by_invariant = Counter(name for r in self.results for name in r.violated())
+        return {
+            "scenario": self.scenario,
+            "variant": self.variant,
+            "runs": len(self.results),
+            "held": self.counts["held"],
+            "violated": self.counts["violated"],
+            "errors": self.counts["error"],
+            "violations_by_invariant": dict(sorted(by_invariant.items())),
+            "runs_per_minute": round(60 * len(self.results) / self.wall_s, 2)
+            if self.wall_s
+            else 0.0,
+            "seeds": [
+                {
+                    "seed": r.seed,
+                    "outcome": r.outcome,
+                    "violated": r.violated(),
+                    "trace": (r.verdict or {}).get("trace"),
+                    "error": r.error or None,
+                    "wall_s": round(r.wall_s, 2),
+                }
+                for r in self.results
+            ],
+        }
+
+
+async def _interrupt(process: trio.Process) -> None:
+    """Cancel a worker as Ctrl-C would, then wait for its cleanup (kill if it hangs)."""
+    process.send_signal(signal.SIGINT)
+    with trio.move_on_after(_STOP_GRACE_S):
+        await process.wait()
+        return
+    process.kill()
+
+
+async def run_seed(
+    scenario: str, variant: str, seed: int, out_dir: Path, extra: list[str]
+) -> SeedResult:
+    """One ``chaos run`` in a worker process."""
+    trace = out_dir / f"{variant}-seed{seed}.trace"
+    argv = [
+        sys.executable, "-m", "chaos", "run", scenario, "--seed", str(seed),
+        "--variant", variant, "--out", str(trace), "--json", *extra,
+    ]  # fmt: skip
+    started = time.monotonic()
+    done = await trio.run_process(
+        argv,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        # Its own session: a terminal's Ctrl-C reaches the sweep only, which then
+        # interrupts each worker exactly once (a second SIGINT could cut its cleanup short).
+        start_new_session=True,
+        deliver_cancel=_interrupt,
+    )
+    result = SeedResult(seed, done.returncode, wall_s=time.monotonic() - started)
+    if done.returncode in (0, 1):
+        try:
+            result.verdict = json.loads(done.stdout)
+        except ValueError:
+            result.exit_code, result.error = 3, "the run printed no JSON verdict"
+    else:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        result.error = lines[-1] if lines else f"exit code {done.returncode}"
+    return result
+
+
+async def sweep(
+    scenario: str,
+    variant: str,
+    seeds: list[int],
+    *,
+    jobs: int,
+    out_dir: Path,
+    extra: list[str] | None = None,
+    progress: Callable[[SeedResult], None] | None = None,
+) -> SweepReport:
+    """Run every seed, ``jobs`` at a time, traces into ``out_dir`` (which must exist);
+    results in seed order."""
+    if jobs < 1:
+        raise ConfigError(f"jobs must be >= 1, got {jobs}")
+    report = SweepReport(scenario, variant)
+    limiter = trio.CapacityLimiter(jobs)
+    results: dict[int, SeedResult] = {}
+    started = time.monotonic()
+
+    async def one(seed: int) -> None:
+        async with limiter:
+            result = await run_seed(scenario, variant, seed, out_dir, extra or [])
+        results[seed] = result
+        if progress is not None:
+            progress(result)
+
+    async with trio.open_nursery() as nursery:
+        for seed in seeds:
+            nursery.start_soon(one, seed)
+    report.wall_s = time.monotonic() - started
+    report.results = [results[s] for s in seeds]
+    return report
