@@ -182,5 +182,3 @@ def _kind(kind: str) -> FaultKind:
     except ValueError:
         known = ", ".join([*(k.value for k in FaultKind), *ALIASES])
         raise ConfigError(f"unknown fault kind {kind!r} (known: {known})") from None
-
-
