@@ -50,7 +50,6 @@ from replay.trace import TraceWriter, build_header
 Progress = Callable[[str], None]
 
 EXIT_HELD, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
-_OP_FIELDS = ("index", "time_ns", "process", "type", "f", "value", "error")
 
 
 @dataclass
@@ -425,12 +424,7 @@ async def _run(
             clock.enter("check")
             final_state = await scenario.final_state(ctx)
             recorder.record("harness", "info", "final_state", final_state)
-            infrastructure = ("service:", "proxy", "harness")
-            history = History(
-                {k: e.get(k) for k in _OP_FIELDS}
-                for e in recorder.events
-                if not str(e["process"]).startswith(infrastructure)
-            )
+            history = History.from_events(recorder.events)
             checkers = [get(name) for name in scenario.invariants]
             verdicts = run_checkers(checkers, history, final_state)
             for verdict in verdicts:

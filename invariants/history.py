@@ -14,8 +14,25 @@ from typing import Any, Literal, get_args, overload
 from chaos.errors import ConfigError
 
 OpType = Literal["invoke", "ok", "fail", "info"]
-NEMESIS = "nemesis"
 _TYPES: tuple[str, ...] = get_args(OpType)
+
+#: The process names the harness itself uses in a run's events (the one definition).
+NEMESIS = "nemesis"  #: applies and heals faults: its ops are part of the history
+HARNESS = "harness"  #: run phases (workload start/end, settle, final state)
+PROXY = "proxy"  #: what the proxies saw (connections, toxics, NATS frames)
+SERVICE_PREFIX = "service:"  #: ``service:NAME``: a service's start, exit and log lines
+
+
+def is_observation(process: object) -> bool:
+    """Whether events of ``process`` are the harness's observations (phases, proxies,
+    service logs) rather than history operations."""
+    name = str(process)
+    return name in (HARNESS, PROXY) or name.startswith(SERVICE_PREFIX)
+
+
+def is_client(process: object) -> bool:
+    """Whether ``process`` is a workload client: neither an observation nor the nemesis."""
+    return str(process) != NEMESIS and not is_observation(process)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +114,17 @@ class History(Sequence[Op]):
 
     def __repr__(self) -> str:
         return f"History({len(self._ops)} ops)"
+
+    @classmethod
+    def from_events(cls, events: Iterable[Mapping[str, Any]]) -> History:
+        """The history of a run's recorded events: client and nemesis ops, in order, without
+        the harness's observations (and without fields other than an op's own)."""
+        fields = Op.__dataclass_fields__
+        return cls(
+            {k: e.get(k) for k in fields}
+            for e in events
+            if not is_observation(e.get("process"))
+        )
 
     def by_f(self, f: str) -> History:
         """The ops of operation ``f``."""

@@ -6,14 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos.errors import ConfigError
+from invariants.history import HARNESS, NEMESIS, PROXY, SERVICE_PREFIX, is_client
+
+__all__ = ["HARNESS", "NEMESIS", "PROXY", "SERVICE_PREFIX"]
 
 FRAME_TYPES = ("header", "schedule", "event", "verdict", "end")
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 VERDICT_VALUES: tuple[object, ...] = (True, False, "unknown")
-NEMESIS = "nemesis"
-PROXY = "proxy"
-HARNESS = "harness"
-SERVICE_PREFIX = "service:"
 
 
 def as_mapping(obj: object, what: str) -> dict[str, Any]:
@@ -72,5 +71,4 @@ def check_end(outcome: object, exit_code: object, wall_time_s: object) -> None:
 
 def is_infrastructure(process: object) -> bool:
     """Whether ``process`` is the harness side (nemesis, proxy, services), not a client."""
-    name = str(process)
-    return name in (NEMESIS, PROXY, HARNESS) or name.startswith(SERVICE_PREFIX)
+    return not is_client(process)
