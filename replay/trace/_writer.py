@@ -28,9 +28,10 @@ class TraceWriter:
     The trace is written to ``PATH.partial`` (claimed: no other live writer can use the
     path) and renamed to ``PATH`` by ``close``. Every frame is written and flushed on its
     own, so a killed run leaves a readable ``PATH.partial``. ``close`` places the trace
-    with or without an end frame (without one it reads as partial), except a trace whose
-    end records exit code 2 (bad input) or that was ``discard``-ed: that one is removed and
-    whatever was at ``PATH`` stays.
+    with or without an end frame (without one it reads as partial), except when the run's
+    input was refused: an end frame with exit code 2, a ConfigError (alone or grouped)
+    leaving the ``with`` block, or ``discard()``. Then the trace is removed and whatever was
+    at ``PATH`` stays.
 
     >>> with TraceWriter("run.trace", build_header("demo", "sha256:...", "golden", 7)) as w:
     ...     w.write_event({"process": 0, "type": "invoke", "f": "write", "time_ns": 0})
@@ -165,9 +166,16 @@ class TraceWriter:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if isinstance(exc, ConfigError):
+        if exc is not None and is_bad_input(exc):
             self.discard()
         self.close()
+
+
+def is_bad_input(exc: BaseException) -> bool:
+    """A ConfigError, alone or the only kind in an exception group (a nursery's)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_bad_input(e) for e in exc.exceptions)
+    return isinstance(exc, ConfigError)
 
 
 def open_trace_writer(

@@ -67,7 +67,11 @@ frame_plans = st.lists(
     header_extra=extra_fields.filter(lambda d: not d.keys() & {"scenario_id", "seed"}),
     schedule=st.none() | st.dictionaries(st.text().filter(lambda k: k != "t"), values),
     plan=frame_plans,
-    end=st.none() | st.tuples(st.text(min_size=1), st.integers(-5, 5), st.floats(0, 1e6)),
+    # exit code 2 (bad input) is left out: such a trace is discarded (test_writer.py)
+    end=st.none()
+    | st.tuples(
+        st.text(min_size=1), st.integers(-5, 5).filter(lambda c: c != 2), st.floats(0, 1e6)
+    ),
 )
 def test_frames_written_read_back_equal(
     header_extra: dict[str, Any],

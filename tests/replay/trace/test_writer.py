@@ -139,6 +139,16 @@ def test_a_config_error_leaving_the_with_block_discards_the_trace(tmp_path: Path
     assert list(tmp_path.iterdir()) == []  # the folder it created is gone too
 
 
+def test_a_grouped_config_error_discards_too(tmp_path: Path) -> None:
+    path = tmp_path / "t.chtrace"
+    with pytest.raises(ExceptionGroup), TraceWriter(path, SMALL_HEADER):
+        raise ExceptionGroup("nursery", [ConfigError("bad dsn"), ConfigError("bad url")])
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ExceptionGroup), TraceWriter(path, SMALL_HEADER):
+        raise ExceptionGroup("nursery", [ConfigError("bad dsn"), RuntimeError("crash")])
+    assert read_trace(path).partial  # a crash among them: the trace is kept
+
+
 def test_discard_keeps_what_was_at_the_path(tmp_path: Path) -> None:
     path = tmp_path / "t.chtrace"
     write_small_trace(path)
