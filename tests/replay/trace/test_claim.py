@@ -147,6 +147,18 @@ def test_place_copy_puts_a_finished_trace_in_place(tmp_path: Path) -> None:
     assert out.read_bytes() == source.read_bytes()
 
 
+def test_a_writer_writes_into_a_claim_taken_earlier(tmp_path: Path) -> None:
+    path = tmp_path / "t.trace"
+    claim = claim_trace(path)  # e.g. at the start of a command, before its checks and runs
+    with pytest.raises(ConfigError, match="being written by another run"):
+        claim_trace(path)
+    with TraceWriter(claim, SMALL_HEADER) as writer:
+        assert writer.path == path
+        writer.write_end("held", 0, 0.5)
+    assert not claim.active
+    assert read_trace(path).end == {"outcome": "held", "exit_code": 0, "wall_time_s": 0.5}
+
+
 def test_a_placed_claim_cannot_be_used_again(tmp_path: Path) -> None:
     claim = claim_trace(tmp_path / "t.trace")
     claim.place()
