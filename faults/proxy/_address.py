@@ -9,7 +9,7 @@ import socket
 
 import trio
 
-from chaos.errors import BadRequest, BindError
+from faults.proxy.errors import BadRequest, BindError
 
 
 def split_host_port(address: str, what: str) -> tuple[str, int]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.errors import BadRequest, ProxyAPIError
 from faults.proxy._http_body import DEFAULT_LISTEN, fields, flag, kind, parse_json, text
+from faults.proxy.errors import BadRequest, ProxyAPIError
 from faults.proxy.proxy import Proxy
 from faults.proxy.server import ProxyServer
 

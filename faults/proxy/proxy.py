@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from chaos.errors import BadRequest, InvalidToxic, ToxicExists, ToxicNotFound
 from faults.proxy._address import bind_listener, split_host_port
 from faults.proxy._connection import Connection
 from faults.proxy._spec import ToxicSpec
+from faults.proxy.errors import BadRequest, InvalidToxic, ToxicExists, ToxicNotFound
 from faults.proxy.toxics import TOXIC_TYPES
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from typing import Any
 
 import trio
 
-from chaos.errors import BadRequest, ConfigError, ProxyExists, ProxyNotFound
+from chaos.errors import ConfigError
+from faults.proxy.errors import BadRequest, ProxyExists, ProxyNotFound
 from faults.proxy.proxy import Proxy
 
 Observer = Callable[[dict[str, Any]], None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from chaos.errors import BadRequest
+from faults.proxy.errors import BadRequest
 
 if TYPE_CHECKING:
     from faults.proxy._stage import Stage

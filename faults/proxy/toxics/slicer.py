@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from chaos.errors import BadRequest
 from faults.proxy._chunk import Chunk
+from faults.proxy.errors import BadRequest
 from faults.proxy.toxics.base import Toxic
 
 if TYPE_CHECKING:
