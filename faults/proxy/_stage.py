@@ -6,21 +6,34 @@ unbuffered memory channels, so every chunk in flight is either in some stage's `
 forwarded), or being sent (a memory-channel send is atomic under cancellation). When the
 chain changes, the stages are cancelled and their ``backlog + pending`` re-enter the new
 chain at the right place: nothing is lost and order is kept.
+
+Like Toxiproxy's ``ToxicStub``, a stage is handed everything its toxic may use when it is
+built (its channels, its random streams, a way to report and a way to end the
+connection) and nothing else: it knows no direction, connection or proxy.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, Protocol
 
 import trio
 
 from faults.proxy._chunk import Chunk
 
-if TYPE_CHECKING:
-    from faults.proxy._link import Direction
-    from faults.proxy.toxics.base import Toxic
+
+class Emit(Protocol):
+    """Report an event to the proxy's observers (the caller adds where it happened)."""
+
+    def __call__(self, event: str, /, **fields: Any) -> None: ...
+
+
+class Abort(Protocol):
+    """Close the whole connection now; with ``reset`` the peers see ECONNRESET."""
+
+    def __call__(self, *, reset: bool = False, reason: str | None = None) -> None: ...
 
 
 class Stage:
@@ -28,23 +41,26 @@ class Stage:
 
     def __init__(
         self,
-        direction: Direction,
         name: str,
-        toxic: Toxic,
         state: dict[str, Any],
         backlog: list[Chunk],
         input: trio.MemoryReceiveChannel[Chunk],
         output: trio.MemorySendChannel[Chunk],
+        *,
+        rng: Callable[[str], random.Random],
+        emit: Emit,
+        abort: Abort,
     ) -> None:
-        self.direction = direction
         self.name = name
-        self.toxic = toxic
         #: Per-toxic state that survives restarts of the toxic on this direction.
         self.state = state
         self.backlog: deque[Chunk] = deque(backlog)
         self.pending: deque[Chunk] = deque()
         self._input = input
         self._output = output
+        self._rng = rng
+        self._emit = emit
+        self._abort = abort
 
     async def receive(self) -> Chunk:
         """Take the next chunk (from the backlog first) and append it to ``pending``."""
@@ -70,18 +86,15 @@ class Stage:
 
     def rng(self, stream: str) -> random.Random:
         """This toxic's named random stream on this direction of this connection."""
-        return self.direction.rng(self.name, stream)
+        return self._rng(stream)
 
     def record(self, stream: str, value: object) -> None:
         """Report a random draw to the proxy's observer."""
-        self.direction.record_draw(self.name, stream, value)
+        self._emit("draw", stream=stream, value=value)
 
     def report(self, event: str, **fields: object) -> None:
         """Report what the toxic did (a frame dropped, say) to the proxy's observer."""
-        c = self.direction.connection
-        c.proxy.emit(
-            event, toxic=self.name, conn=c.index, direction=self.direction.stream, **fields
-        )
+        self._emit(event, **fields)
 
     async def close(self) -> NoReturn:
         """End the stream here: send EOF downstream (data before it still flows), then
@@ -94,9 +107,14 @@ class Stage:
         while True:
             await self._input.receive()
 
+    async def abort(self, reason: str) -> NoReturn:
+        """Close the whole connection now (both directions, a normal close)."""
+        self._abort(reason=reason)
+        await trio.sleep_forever()
+
     async def reset(self) -> NoReturn:
         """Close the whole connection with a TCP RST."""
-        self.direction.connection.abort(reset=True)
+        self._abort(reset=True)
         await trio.sleep_forever()
 
     def held(self) -> list[Chunk]:

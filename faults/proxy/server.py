@@ -21,7 +21,7 @@ import trio
 
 from chaos.errors import ConfigError
 from faults.proxy.errors import BadRequest, ProxyExists, ProxyNotFound
-from faults.proxy.proxy import Proxy
+from faults.proxy.proxy import Proxy, ProxyRuntime
 
 Observer = Callable[[dict[str, Any]], None]
 
@@ -49,8 +49,9 @@ class ProxyServer:
         self.busy_poll_s = busy_poll_us / 1e6
         self._observers: list[Observer] = [observer] if observer else []
         self.proxies: dict[str, Proxy] = {}
+        self._runtime = ProxyRuntime(seed, self.emit, self.spawn, dial_timeout, self.busy_poll_s)
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, /, **fields: Any) -> None:
         record = {"event": event, **fields}
         for observer in self._observers:
             observer(record)
@@ -73,7 +74,7 @@ class ProxyServer:
         _check_name(name)
         if name in self.proxies:
             raise ProxyExists()
-        proxy = Proxy(self, name, listen, upstream, enabled)
+        proxy = Proxy(self._runtime, name, listen, upstream, enabled)
         self.proxies[name] = proxy
         self.emit("proxy_created", **proxy.to_json())
         return proxy

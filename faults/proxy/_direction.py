@@ -7,28 +7,34 @@ the toxic list rebuilds the stages without touching the reader or the writer, an
 chunk the old stages held re-enters the new chain (see ``faults.proxy._stage``)::
 
     client --read--> [reader] --head--> [latency] --> [slicer] --tail--> [writer] --> server
+
+A direction is handed what it needs when its connection builds it (its sockets, toxics,
+random streams, a way to report and a way to end the connection); it hands each stage
+the same, narrowed to one toxic.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
-from chaos.rng import derive_rng
 from faults.proxy._chunk import CHUNK_SIZE, Chunk
 from faults.proxy._direct import DirectPump
-from faults.proxy._stage import Stage
+from faults.proxy._stage import Abort, Emit, Stage
 from faults.proxy.toxics.base import Toxic
 
 if TYPE_CHECKING:
-    from faults.proxy._connection import Connection
     from faults.proxy._spec import ToxicSpec
 
 Stream = Literal["upstream", "downstream"]
+
+#: ``(toxic, stream) -> random.Random``: the named random streams of one direction.
+Streams = Callable[[str, str], random.Random]
 
 _PASSTHROUGH = Toxic()
 
@@ -43,18 +49,30 @@ async def send_all(sock: trio.socket.SocketType, data: bytes) -> None:
 
 
 class Direction:
-    """Moves bytes from ``src`` to ``dst`` through the toxics of one stream."""
+    """Moves bytes from ``src`` to ``dst`` through the toxics of one stream.
+
+    ``emit`` reports an event (the direction adds the toxic, connection index and stream),
+    ``streams`` derives a toxic's named random stream, ``abort`` ends the connection.
+    """
 
     def __init__(
         self,
-        connection: Connection,
         stream: Stream,
         src: trio.SocketStream,
         dst: trio.SocketStream,
         specs: Sequence[ToxicSpec],
+        *,
+        index: int,
+        emit: Emit,
+        streams: Streams,
+        abort: Abort,
+        busy_poll_s: float = 0.0,
     ) -> None:
-        self.connection = connection
         self.stream = stream
+        self._index = index
+        self._emit = emit
+        self._streams = streams
+        self._abort = abort
         self._src = src
         self._dst = dst
         self._specs: list[ToxicSpec] = list(specs)
@@ -73,9 +91,7 @@ class Direction:
         self._active: dict[str, tuple[int, bool]] = {}
         self._backlogs: dict[int, list[Chunk]] = {}
         self._bytes = 0
-        self._pump = DirectPump(
-            src.socket.fileno(), dst.socket.fileno(), connection.proxy.server.busy_poll_s
-        )
+        self._pump = DirectPump(src.socket.fileno(), dst.socket.fileno(), busy_poll_s)
         self._pump.active = self._direct
 
     @property
@@ -102,25 +118,17 @@ class Direction:
         return self._active.get(toxic, (0, False))[1]
 
     def rng(self, toxic: str, stream: str) -> random.Random:
+        """The random stream ``stream`` of ``toxic`` on this direction (one per toxic
+        start: a removed toxic's streams are forgotten)."""
         key = (toxic, stream)
         rng = self._rngs.get(key)
         if rng is None:
-            c = self.connection
-            rng = derive_rng(c.proxy.seed, stream, c.proxy.name, toxic, c.index, self.stream)
-            self._rngs[key] = rng
+            rng = self._rngs[key] = self._streams(toxic, stream)
         return rng
 
-    def record_draw(self, toxic: str, stream: str, value: object, **extra: object) -> None:
-        c = self.connection
-        c.proxy.emit(
-            "draw",
-            toxic=toxic,
-            conn=c.index,
-            direction=self.stream,
-            stream=stream,
-            value=value,
-            **extra,
-        )
+    def report(self, toxic: str, event: str, /, **fields: Any) -> None:
+        """Report what ``toxic`` did (or drew) on this direction of this connection."""
+        self._emit(event, toxic=toxic, conn=self._index, direction=self.stream, **fields)
 
     # -- tasks ----------------------------------------------------------------------
 
@@ -168,7 +176,7 @@ class Direction:
                     await self._direct_ready.wait()
                     continue
                 if not data:
-                    self.connection.abort()
+                    self._abort()
                     return False
                 await send_all(self._dst.socket, data)
                 return True
@@ -200,7 +208,7 @@ class Direction:
                 if scope.cancelled_caught:
                     continue
             if chunk.eof:
-                self.connection.abort()
+                self._abort()
                 return
             await send_all(dst, chunk.data)
 
@@ -290,18 +298,19 @@ class Direction:
                 next_receive = None
             else:
                 send, next_receive = trio.open_memory_channel[Chunk](0)
-            active = self._is_active(spec)
+            toxic = spec.toxic if self._is_active(spec) else _PASSTHROUGH
             stage = Stage(
-                self,
                 spec.name,
-                spec.toxic if active else _PASSTHROUGH,
                 self._states.setdefault(spec.name, {}),
                 self._backlogs.get(i, []),
                 receive,
                 send,
+                rng=functools.partial(self.rng, spec.name),
+                emit=functools.partial(self.report, spec.name),
+                abort=self._abort,
             )
             stages.append(stage)
-            nursery.start_soon(stage.toxic.pipe, stage)
+            nursery.start_soon(toxic.pipe, stage)
             if next_receive is not None:
                 receive = next_receive
         return stages
@@ -314,5 +323,7 @@ class Direction:
         draw = self.rng(spec.name, "toxicity").random()
         active = draw < spec.toxicity
         self._active[spec.name] = (spec.uid, active)
-        self.record_draw(spec.name, "toxicity", draw, toxicity=spec.toxicity, applied=active)
+        self.report(
+            spec.name, "draw", stream="toxicity", value=draw, toxicity=spec.toxicity, applied=active
+        )
         return active
