@@ -10,13 +10,22 @@ chain at the right place: nothing is lost and order is kept.
 Like Toxiproxy's ``ToxicStub``, a stage is handed everything its toxic may use when it is
 built (its channels, its random streams, a way to report and a way to end the
 connection) and nothing else: it knows no direction, connection or proxy.
+
+A toxic that discards data (``drop``, ``close``) leaves a gap in the stream, and a stream
+with a gap must never carry another byte: the peer would read later data as if it
+followed what was lost (a response body without its headers, a reply to the wrong
+query). So a discard marks the stage with an ``Ending``, and from then on the direction
+ends the connection (a reset or a close) rather than forward again, even when the toxic
+is removed or loses its toxicity draw on an update (see ``faults.proxy._direction``).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 import trio
@@ -36,8 +45,21 @@ class Abort(Protocol):
     def __call__(self, *, reset: bool = False, reason: str | None = None) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a direction that discarded data ends: with a TCP RST (``reset``) or a close,
+    not before trio time ``at``."""
+
+    reset: bool = False
+    at: float = -math.inf
+
+
 class Stage:
-    """The context a toxic's ``pipe`` works through."""
+    """The context a toxic's ``pipe`` works through.
+
+    ``ending`` is set once the toxic has discarded data on this direction (it survives the
+    toxic's restarts): see the module docstring.
+    """
 
     def __init__(
         self,
@@ -50,6 +72,7 @@ class Stage:
         rng: Callable[[str], random.Random],
         emit: Emit,
         abort: Abort,
+        ending: Ending | None = None,
     ) -> None:
         self.name = name
         #: Per-toxic state that survives restarts of the toxic on this direction.
@@ -61,6 +84,7 @@ class Stage:
         self._rng = rng
         self._emit = emit
         self._abort = abort
+        self.ending = ending
 
     async def receive(self) -> Chunk:
         """Take the next chunk (from the backlog first) and append it to ``pending``."""
@@ -80,9 +104,15 @@ class Stage:
         """Send a chunk that is not (or no longer) in ``pending``: a piece of one, say."""
         await self._output.send(chunk)
 
-    def drop(self) -> None:
-        """Discard the oldest pending chunk."""
+    def release(self) -> None:
+        """Forget the oldest pending chunk once all of it has been sent on (in pieces)."""
         self.pending.popleft()
+
+    def drop(self, ending: Ending | None = None) -> None:
+        """Discard the oldest pending chunk. This direction will then never forward again:
+        it ends as ``ending`` says (default: a close as soon as the toxic stops)."""
+        self.pending.popleft()
+        self.ending = ending or self.ending or Ending()
 
     def rng(self, stream: str) -> random.Random:
         """This toxic's named random stream on this direction of this connection."""
@@ -99,6 +129,7 @@ class Stage:
     async def close(self) -> NoReturn:
         """End the stream here: send EOF downstream (data before it still flows), then
         swallow everything that arrives after."""
+        self.ending = self.ending or Ending()
         self.pending.clear()
         self.backlog.clear()
         if not self.state.get("_closed"):

@@ -46,4 +46,4 @@ class SlicerToxic(Toxic):
                     stage.pending[0] = Chunk(data, chunk.stamp)
                     if self.delay:
                         await trio.sleep(self.delay / 1_000_000)
-            stage.drop()
+            stage.release()
