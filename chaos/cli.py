@@ -23,7 +23,8 @@ from typing import Annotated, Any, NoReturn
 import trio
 import typer
 
-from chaos.errors import ChaosError, ConfigError, ProxyAPIError, TraceError
+from chaos.errors import ChaosError, ConfigError, TraceError
+from faults.proxy.errors import ProxyAPIError
 
 try:  # typer >= 0.22 vendors click: its usage errors are not click's classes
     from typer._click.exceptions import ClickException, NoArgsIsHelpError

@@ -7,28 +7,40 @@ the toxic list rebuilds the stages without touching the reader or the writer, an
 chunk the old stages held re-enters the new chain (see ``faults.proxy._stage``)::
 
     client --read--> [reader] --head--> [latency] --> [slicer] --tail--> [writer] --> server
+
+A direction is handed what it needs when its connection builds it (its sockets, toxics,
+random streams, a way to report and a way to end the connection); it hands each stage
+the same, narrowed to one toxic.
+
+Once a toxic has discarded data, its stage carries an ``Ending`` (``faults.proxy._stage``)
+and the direction keeps it by toxic name. When that toxic stops running (removed, or
+drawn inactive on an update) the direction never resumes forwarding: it writes what is
+older than the gap and ends the connection as the ending says (reset_peer: a reset when
+its wait is over; anything else: a close at once).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import deque
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import trio
 
-from chaos.rng import derive_rng
 from faults.proxy._chunk import CHUNK_SIZE, Chunk
 from faults.proxy._direct import DirectPump
-from faults.proxy._stage import Stage
+from faults.proxy._stage import Abort, Emit, Ending, Stage
 from faults.proxy.toxics.base import Toxic
 
 if TYPE_CHECKING:
-    from faults.proxy._connection import Connection
     from faults.proxy._spec import ToxicSpec
 
 Stream = Literal["upstream", "downstream"]
+
+#: ``(toxic, stream) -> random.Random``: the named random streams of one direction.
+Streams = Callable[[str, str], random.Random]
 
 _PASSTHROUGH = Toxic()
 
@@ -43,18 +55,30 @@ async def send_all(sock: trio.socket.SocketType, data: bytes) -> None:
 
 
 class Direction:
-    """Moves bytes from ``src`` to ``dst`` through the toxics of one stream."""
+    """Moves bytes from ``src`` to ``dst`` through the toxics of one stream.
+
+    ``emit`` reports an event (the direction adds the toxic, connection index and stream),
+    ``streams`` derives a toxic's named random stream, ``abort`` ends the connection.
+    """
 
     def __init__(
         self,
-        connection: Connection,
         stream: Stream,
         src: trio.SocketStream,
         dst: trio.SocketStream,
         specs: Sequence[ToxicSpec],
+        *,
+        index: int,
+        emit: Emit,
+        streams: Streams,
+        abort: Abort,
+        busy_poll_s: float = 0.0,
     ) -> None:
-        self.connection = connection
         self.stream = stream
+        self._index = index
+        self._emit = emit
+        self._streams = streams
+        self._abort = abort
         self._src = src
         self._dst = dst
         self._specs: list[ToxicSpec] = list(specs)
@@ -72,10 +96,11 @@ class Direction:
         self._states: dict[str, dict[str, Any]] = {}
         self._active: dict[str, tuple[int, bool]] = {}
         self._backlogs: dict[int, list[Chunk]] = {}
+        #: Toxics that discarded data on this direction, and how it must end (see above).
+        self._endings: dict[str, Ending] = {}
+        self._eof_reason: str | None = None
         self._bytes = 0
-        self._pump = DirectPump(
-            src.socket.fileno(), dst.socket.fileno(), connection.proxy.server.busy_poll_s
-        )
+        self._pump = DirectPump(src.socket.fileno(), dst.socket.fileno(), busy_poll_s)
         self._pump.active = self._direct
 
     @property
@@ -102,25 +127,17 @@ class Direction:
         return self._active.get(toxic, (0, False))[1]
 
     def rng(self, toxic: str, stream: str) -> random.Random:
+        """The random stream ``stream`` of ``toxic`` on this direction (one per toxic
+        start: a removed toxic's streams are forgotten)."""
         key = (toxic, stream)
         rng = self._rngs.get(key)
         if rng is None:
-            c = self.connection
-            rng = derive_rng(c.proxy.seed, stream, c.proxy.name, toxic, c.index, self.stream)
-            self._rngs[key] = rng
+            rng = self._rngs[key] = self._streams(toxic, stream)
         return rng
 
-    def record_draw(self, toxic: str, stream: str, value: object, **extra: object) -> None:
-        c = self.connection
-        c.proxy.emit(
-            "draw",
-            toxic=toxic,
-            conn=c.index,
-            direction=self.stream,
-            stream=stream,
-            value=value,
-            **extra,
-        )
+    def report(self, toxic: str, event: str, /, **fields: Any) -> None:
+        """Report what ``toxic`` did (or drew) on this direction of this connection."""
+        self._emit(event, toxic=toxic, conn=self._index, direction=self.stream, **fields)
 
     # -- tasks ----------------------------------------------------------------------
 
@@ -168,7 +185,7 @@ class Direction:
                     await self._direct_ready.wait()
                     continue
                 if not data:
-                    self.connection.abort()
+                    self._abort()
                     return False
                 await send_all(self._dst.socket, data)
                 return True
@@ -200,7 +217,7 @@ class Direction:
                 if scope.cancelled_caught:
                     continue
             if chunk.eof:
-                self.connection.abort()
+                self._abort(reason=self._eof_reason)
                 return
             await send_all(dst, chunk.data)
 
@@ -208,6 +225,10 @@ class Direction:
         running: list[Stage] = []
         while True:
             specs = self._specs
+            toxics = [spec.toxic if self._is_active(spec) else _PASSTHROUGH for spec in specs]
+            ending = self._ending_due(running, specs, toxics)
+            if ending is not None:
+                await self._end(running, ending)
             self._place_held(running, specs)
             running = []
             if not specs:
@@ -217,7 +238,7 @@ class Direction:
             self._go_chained()
             with trio.CancelScope() as scope:
                 async with trio.open_nursery() as nursery:
-                    running = self._start_stages(nursery, specs)
+                    running = self._start_stages(nursery, specs, toxics)
                     await self._wait_changed()
                     scope.cancel()
 
@@ -275,13 +296,51 @@ class Direction:
             self._writer_backlog.extend(to_writer)
             self._wake_writer()
 
+    # -- ending after a discard -------------------------------------------------------
+
+    def _ending_due(
+        self, old: list[Stage], specs: Sequence[ToxicSpec], toxics: Sequence[Toxic]
+    ) -> Ending | None:
+        """The ending owed by a toxic that discarded data and will not run in the new
+        chain (removed, or drawn inactive): forwarding again would leave a gap."""
+        for stage in old:
+            if stage.ending is not None:
+                self._endings[stage.name] = stage.ending
+        running = {s.name for s, t in zip(specs, toxics, strict=True) if t is not _PASSTHROUGH}
+        due = [e for name, e in self._endings.items() if name not in running]
+        if not due:
+            return None
+        resets = [e for e in due if e.reset]
+        return min(resets, key=lambda e: e.at) if resets else due[0]
+
+    async def _end(self, old: list[Stage], ending: Ending) -> NoReturn:
+        """Never forward again: write the held chunks older than every gap (those past the
+        last stage that discarded data), then end the connection as ``ending`` says."""
+        last = max((pos for pos, stage in enumerate(old) if stage.ending is not None), default=-1)
+        older = [chunk for stage in reversed(old[last + 1 :]) for chunk in stage.held()]
+        older = [chunk for chunk in older if not chunk.eof]
+        self._writer_backlog.extend(older)
+        if ending.reset:
+            self._wake_writer()
+            await trio.sleep_until(ending.at)
+            self._abort(reset=True)
+        else:
+            await trio.sleep_until(ending.at)
+            # A close goes after the older data, as an EOF would.
+            self._eof_reason = "dropped data"
+            self._writer_backlog.append(Chunk(b"", trio.current_time()))
+            self._wake_writer()
+        await trio.sleep_forever()
+
     def _forget(self, name: str) -> None:
         self._states.pop(name, None)
         self._active.pop(name, None)
         for key in [k for k in self._rngs if k[0] == name]:
             del self._rngs[key]
 
-    def _start_stages(self, nursery: trio.Nursery, specs: Sequence[ToxicSpec]) -> list[Stage]:
+    def _start_stages(
+        self, nursery: trio.Nursery, specs: Sequence[ToxicSpec], toxics: Sequence[Toxic]
+    ) -> list[Stage]:
         stages: list[Stage] = []
         receive = self._head_recv
         for i, spec in enumerate(specs):
@@ -290,18 +349,20 @@ class Direction:
                 next_receive = None
             else:
                 send, next_receive = trio.open_memory_channel[Chunk](0)
-            active = self._is_active(spec)
+            toxic = toxics[i]
             stage = Stage(
-                self,
                 spec.name,
-                spec.toxic if active else _PASSTHROUGH,
                 self._states.setdefault(spec.name, {}),
                 self._backlogs.get(i, []),
                 receive,
                 send,
+                rng=functools.partial(self.rng, spec.name),
+                emit=functools.partial(self.report, spec.name),
+                abort=self._abort,
+                ending=self._endings.get(spec.name),
             )
             stages.append(stage)
-            nursery.start_soon(stage.toxic.pipe, stage)
+            nursery.start_soon(toxic.pipe, stage)
             if next_receive is not None:
                 receive = next_receive
         return stages
@@ -314,5 +375,7 @@ class Direction:
         draw = self.rng(spec.name, "toxicity").random()
         active = draw < spec.toxicity
         self._active[spec.name] = (spec.uid, active)
-        self.record_draw(spec.name, "toxicity", draw, toxicity=spec.toxicity, applied=active)
+        self.report(
+            spec.name, "draw", stream="toxicity", value=draw, toxicity=spec.toxicity, applied=active
+        )
         return active
