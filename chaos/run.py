@@ -44,7 +44,7 @@ from chaos.services import (
 from faults.model import FaultSchedule
 from faults.proxy import Proxy, ProxyServer, open_proxy_server
 from faults.schedule import generate
-from invariants import History, Verdict, get, run_checkers
+from invariants import History, Invariant, Verdict, run_checkers
 from replay.trace import TraceWriter, build_header
 
 Progress = Callable[[str], None]
@@ -312,6 +312,7 @@ async def run_scenario(options: RunOptions) -> RunResult:
     """Run a scenario once; the trace is written as the run goes."""
     scenario = options.scenario
     scenario.check_variant(options.variant)
+    checkers = scenario.checkers()
     progress = options.progress or (lambda _phase: None)
     schedule = options.schedule
     if schedule is None:
@@ -338,7 +339,7 @@ async def run_scenario(options: RunOptions) -> RunResult:
     outcome, exit_code = "error", EXIT_HARNESS
     try:
         writer.write_schedule(schedule.to_dict())
-        result = await _run(options, schedule, writer, trace_path, clock)
+        result = await _run(options, schedule, checkers, writer, trace_path, clock)
         outcome = "held" if result.held else "violated"
         exit_code = result.exit_code
         return result
@@ -383,6 +384,7 @@ class _PhaseClock:
 async def _run(
     options: RunOptions,
     schedule: FaultSchedule,
+    checkers: Sequence[Invariant],
     writer: TraceWriter,
     trace_path: Path,
     clock: _PhaseClock,
@@ -425,7 +427,6 @@ async def _run(
             final_state = await scenario.final_state(ctx)
             recorder.record("harness", "info", "final_state", final_state)
             history = History.from_events(recorder.events)
-            checkers = [get(name) for name in scenario.invariants]
             verdicts = run_checkers(checkers, history, final_state)
             for verdict in verdicts:
                 writer.write_verdict(verdict.to_dict())

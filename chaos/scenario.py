@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from chaos.errors import ConfigError
 from faults.space import FaultSpace
+from invariants import Invariant, get
 
 if TYPE_CHECKING:
     from chaos.run import RunContext
@@ -49,6 +50,7 @@ class Scenario(ABC):
     description: ClassVar[str] = ""
     #: Variant name -> one line; "golden" must be one of them.
     variants: ClassVar[dict[str, str]] = {"golden": "the reference implementation"}
+    #: Invariant names, resolved in the pack's namespace (the scenario id), then generic.
     invariants: ClassVar[tuple[str, ...]] = ()
     #: Defective variant -> the invariant that must catch it (``chaos validate`` checks it).
     catches: ClassVar[dict[str, str]] = {}
@@ -82,6 +84,10 @@ class Scenario(ABC):
         """How often the side effect ``name`` happened, per key (an order id, say), in a
         final state. Scenarios name theirs; the pytest plugin's ``side_effect_count`` asks."""
         raise ConfigError(f"scenario {self.id} declares no side effect {name!r}")
+
+    def checkers(self) -> list[Invariant]:
+        """The invariants this scenario checks, in order (ConfigError for an unknown name)."""
+        return [get(name, pack=self.id) for name in self.invariants]
 
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import chaos.services
 import faults.proxy
 import faults.proxy.toxics
-import invariants
 
 
 def test_proxy_surface() -> None:
@@ -40,8 +39,3 @@ def test_services_surface() -> None:
         chaos.services.__all__
     )
 
-
-def test_invariants_registry_names_the_payments_checkers() -> None:
-    assert {"exactly_once", "no_lost_messages", "consistent_final_state"} <= set(
-        invariants.REGISTRY
-    )

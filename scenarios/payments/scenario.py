@@ -22,6 +22,7 @@ import nats.js.errors
 import psycopg
 import trio
 
+import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.errors import ConfigError
 from chaos.run import RunContext
 from chaos.scenario import Scenario, Subject
