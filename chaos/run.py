@@ -24,10 +24,18 @@ from typing import Any
 
 import trio
 
-from chaos.errors import ChaosError, ConfigError, ServiceError
+from chaos.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_HARNESS,
+    EXIT_HELD,
+    EXIT_VIOLATED,
+    ChaosError,
+    ConfigError,
+    ServiceError,
+)
 from chaos.nemesis import Nemesis
 from chaos.recorder import Recorder
-from chaos.rng import derive_rng, derive_seed
+from chaos.rng import check_seed, derive_rng, derive_seed
 from chaos.scenario import Scenario, Subject
 from chaos.services import (
     ManagedProcess,
@@ -47,9 +55,8 @@ from faults.schedule import generate
 from invariants import History, Invariant, Verdict, run_checkers
 from replay.trace import TraceWriter, build_header
 
+#: Called with a short line of what a run (or an engine) is doing now.
 Progress = Callable[[str], None]
-
-EXIT_HELD, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
 
 @dataclass
@@ -92,20 +99,32 @@ class RunResult:
         return EXIT_HELD if self.held else EXIT_HARNESS
 
     def to_json(self) -> dict[str, Any]:
+        """The ``chaos run --json`` object (what ``chaos sweep`` reads from each worker)."""
         return {
-            "scenario": self.scenario,
-            "variant": self.variant,
+            **result_json(self.scenario, self.variant, self.schedule, self.verdicts, self.trace),
             "seed": self.seed,
-            "schedule": self.schedule.to_dict()["events"],
-            "verdicts": [
-                {"name": v.name, "valid": v.valid, "explanation": v.explanation}
-                for v in self.verdicts
-            ],
             "held": self.held,
             "settled": self.settled,
-            "trace": str(self.trace),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
+
+
+def result_json(
+    scenario: str,
+    variant: str,
+    schedule: FaultSchedule | None,
+    verdicts: Sequence[Verdict],
+    trace: Path | None,
+) -> dict[str, Any]:
+    """The fields every JSON result shares (run, search): what ran, its faults, its verdicts
+    (without evidence: that is in the trace) and the trace path."""
+    return {
+        "scenario": scenario,
+        "variant": variant,
+        "schedule": None if schedule is None else schedule.to_dict()["events"],
+        "verdicts": [v.to_dict(evidence=False) for v in verdicts],
+        "trace": None if trace is None else str(trace),
+    }
 
 
 def default_trace_path(scenario: str, variant: str, seed: int) -> Path:
@@ -311,6 +330,7 @@ class RunContext:
 async def run_scenario(options: RunOptions) -> RunResult:
     """Run a scenario once; the trace is written as the run goes."""
     scenario = options.scenario
+    check_seed(options.seed)
     scenario.check_variant(options.variant)
     checkers = scenario.checkers()
     progress = options.progress or (lambda _phase: None)
@@ -334,7 +354,7 @@ async def run_scenario(options: RunOptions) -> RunResult:
     except OSError as exc:
         raise ConfigError(f"cannot write trace {trace_path}: {exc.strerror or exc}") from None
     timings: dict[str, float] = {}
-    clock = _PhaseClock(timings, progress)
+    clock = PhaseClock(timings, progress)
     started = time.monotonic()
     outcome, exit_code = "error", EXIT_HARNESS
     try:
@@ -365,7 +385,9 @@ def is_interruption(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt | trio.Cancelled)
 
 
-class _PhaseClock:
+class PhaseClock:
+    """Times the phases of a run (wall clock) and reports each new phase to ``progress``."""
+
     def __init__(self, timings: dict[str, float], progress: Progress) -> None:
         self.timings = timings
         self.progress = progress
@@ -387,7 +409,7 @@ async def _run(
     checkers: Sequence[Invariant],
     writer: TraceWriter,
     trace_path: Path,
-    clock: _PhaseClock,
+    clock: PhaseClock,
 ) -> RunResult:
     scenario = options.scenario
     clock.enter("setup")
@@ -461,14 +483,13 @@ async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
 
 
 __all__ = [
-    "EXIT_BAD_INPUT",
-    "EXIT_HARNESS",
-    "EXIT_HELD",
-    "EXIT_VIOLATED",
     "ChaosError",
+    "PhaseClock",
+    "Progress",
     "RunContext",
     "RunOptions",
     "RunResult",
     "is_interruption",
+    "result_json",
     "run_scenario",
 ]
