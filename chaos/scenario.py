@@ -18,29 +18,19 @@ import sys
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from chaos.context import Subject
 from chaos.errors import ConfigError
 from faults.space import FaultSpace
 from invariants import Invariant, get
 
 if TYPE_CHECKING:
-    from chaos.run import RunContext
+    from chaos.context import RunContext
 
 BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 _HASHED = {".py", ".md", ".toml", ".sql", ".json", ".txt"}
-
-
-@dataclass(frozen=True)
-class Subject:
-    """A message subject faults can target: where it is published and consumed."""
-
-    nats_subject: str
-    stream: str
-    consume_link: str
-    publish_link: str
 
 
 class Scenario(ABC):
@@ -141,3 +131,12 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ConfigError(f"{folder / 'scenario.py'} defines no SCENARIO (a Scenario instance)")
     scenario.path = folder.resolve()
     return scenario
+
+
+__all__ = [
+    "BUILTIN_ROOT",
+    "Scenario",
+    "Subject",
+    "builtin_scenarios",
+    "load_scenario",
+]

@@ -39,8 +39,8 @@ def event(**changes: Any) -> dict[str, Any]:
 def test_every_kind_has_a_target_kind_a_layer_and_params() -> None:
     assert set(TARGET_KIND) == set(FaultKind) == set(LAYER) == set(PARAMS)
     assert INSTANTANEOUS == {FaultKind.REDELIVER, FaultKind.DUPLICATE_PUBLISH, FaultKind.CRASH}
-    assert LAYER[FaultKind.REDELIVER] is FaultLayer.MESSAGE_PROXY
-    assert LAYER[FaultKind.CLOCK_SKEW] is FaultLayer.FAKETIME
+    assert LAYER[FaultKind.REDELIVER] is FaultLayer.MESSAGE
+    assert LAYER[FaultKind.CLOCK_SKEW] is FaultLayer.CLOCK
     assert TARGET_KIND[FaultKind.PAUSE] is TargetKind.SERVICE
 
 
@@ -107,7 +107,7 @@ def test_event_reads_typed_params_for_its_kind() -> None:
     made = FaultEvent.from_dict(event())
     assert made.params == LatencyParams(latency_ms=100, jitter_ms=0)
     assert made.trigger == AtTime(offset_s=1.5)
-    assert made.layer is FaultLayer.PROXY_TOXIC
+    assert made.layer is FaultLayer.NETWORK
     redeliver = FaultEvent.from_dict(
         event(
             kind="redeliver",
