@@ -5,7 +5,9 @@ A scenario is a folder (``scenarios/<id>/`` or a user's path) whose ``scenario.p
 specification. The runner (``chaos.run``) calls, in order: ``setup`` (start services and
 the proxied links between them), ``workload`` (drive the system while faults land),
 ``settled`` (polled until true or the timeout), and ``final_state`` (read the real stores);
-then it checks the scenario's invariants against that state.
+then it checks the scenario's invariants against that state. The fault space of each
+variant is read from the folder's ``faults.toml`` (one table per variant) unless the
+scenario overrides ``fault_space``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import importlib
 import importlib.util
 import re
 import sys
+import tomllib
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from chaos.context import RunContext
 
 BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "scenarios"
+FAULTS_FILE = "faults.toml"
 _HASHED = {".py", ".md", ".toml", ".sql", ".json", ".txt"}
 
 
@@ -42,6 +46,9 @@ class Scenario(ABC):
     variants: ClassVar[dict[str, str]] = {"golden": "the reference implementation"}
     #: Invariant names, resolved in the pack's namespace (the scenario id), then generic.
     invariants: ClassVar[tuple[str, ...]] = ()
+    #: The invariants that mean "the final state is consistent" (``ChaosEnv.
+    #: final_state_is_consistent``); None: all of them.
+    consistency: ClassVar[tuple[str, ...] | None] = None
     #: Defective variant -> the invariant that must catch it (``chaos validate`` checks it).
     catches: ClassVar[dict[str, str]] = {}
     #: Logical subject name (as fault targets use it) -> where it flows.
@@ -50,9 +57,25 @@ class Scenario(ABC):
 
     path: Path = BUILTIN_ROOT
 
-    @abstractmethod
     def fault_space(self, variant: str) -> FaultSpace:
-        """The faults a run of ``variant`` may draw."""
+        """The faults a run of ``variant`` may draw: the ``[variant]`` table of the folder's
+        ``faults.toml`` (ConfigError naming the file and variant if it is missing or bad)."""
+        self.check_variant(variant)
+        file = self.path / FAULTS_FILE
+        try:
+            spaces = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{file}: cannot read the fault spaces: {exc.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        table = spaces.get(variant)
+        if not isinstance(table, dict):
+            tables = ", ".join(k for k, v in spaces.items() if isinstance(v, dict)) or "none"
+            raise ConfigError(f"{file}: no table [{variant}] (tables: {tables})")
+        try:
+            return FaultSpace.from_dict(table)
+        except ConfigError as exc:
+            raise ConfigError(f"{file} [{variant}]: {exc}") from None
 
     @abstractmethod
     async def setup(self, ctx: RunContext) -> None:
@@ -78,6 +101,18 @@ class Scenario(ABC):
     def checkers(self) -> list[Invariant]:
         """The invariants this scenario checks, in order (ConfigError for an unknown name)."""
         return [get(name, pack=self.id) for name in self.invariants]
+
+    def consistency_invariants(self) -> tuple[str, ...]:
+        """The invariants whose holding means the final state is consistent."""
+        if self.consistency is None:
+            return self.invariants
+        unknown = [name for name in self.consistency if name not in self.invariants]
+        if unknown:
+            raise ConfigError(
+                f"scenario {self.id}: consistency names {', '.join(unknown)}, which it does "
+                f"not check (invariants: {', '.join(self.invariants) or 'none'})"
+            )
+        return self.consistency
 
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:

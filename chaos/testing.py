@@ -172,7 +172,9 @@ class ChaosEnv:
         return max(counts.values(), default=0)
 
     def final_state_is_consistent(self) -> bool:
-        return self.holds("consistent_final_state")
+        """Every invariant the scenario counts as "the final state is consistent" held
+        (``Scenario.consistency``; by default all of its invariants)."""
+        return all(self.holds(name) for name in self.scenario.consistency_invariants())
 
 
 def _kind(kind: str) -> FaultKind:
