@@ -264,37 +264,6 @@ def test_canonical_encoding_rules() -> None:
         packb({1, 2})
 
 
-def test_model_surface() -> None:
-    import faults.model
-
-    assert set(faults.model.__all__) == {
-        "AfterBytes",
-        "AtTime",
-        "BandwidthParams",
-        "ClockSkewParams",
-        "CrashParams",
-        "DuplicatePublishParams",
-        "FaultEvent",
-        "FaultKind",
-        "FaultLayer",
-        "FaultParams",
-        "FaultSchedule",
-        "LatencyParams",
-        "OnConnection",
-        "OnMessage",
-        "PartitionParams",
-        "PauseParams",
-        "RedeliverParams",
-        "ResetParams",
-        "SlowCloseParams",
-        "Target",
-        "TargetKind",
-        "Trigger",
-    }
-    for name in faults.model.__all__:
-        assert getattr(faults.model, name) is not None
-
-
 def test_schedules_pickle_for_worker_processes() -> None:
     import pickle
 
