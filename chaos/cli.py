@@ -43,7 +43,7 @@ proxy_app = typer.Typer(help="The embedded Toxiproxy-compatible proxy.", no_args
 app.add_typer(proxy_app, name="proxy")
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print ``chaos: error: <message>`` (one line) on stderr and exit with ``code``."""
     first_line = " ".join(str(message).split())
     print(f"chaos: error: {first_line}", file=sys.stderr, flush=True)
