@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._fmt import atom, clip, fields, seconds
+from replay.trace.text import atom, clip, fields, seconds
+
 from ._logical import LogicalEvent, streams, workload_start_ns
 
 _SHOWN = ("index", "time_ns", "process", "type", "f", "value")
