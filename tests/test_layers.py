@@ -21,19 +21,15 @@ PACKAGES = ("chaos", "faults", "replay", "invariants", "scenarios")
 # One row per floor, bottom up: rank, name, the modules on it. NAME covers the module and
 # everything under it, NAME= the module alone, * is a wildcard; the most specific entry wins.
 # Packs (P) may import floors 0-2 (and packs); no harness module imports a pack: the harness
-# loads packs by name. Until replay/ is split into replay/trace/ (layer 1) and the rest
-# (layer 3), the trace format's private modules are listed with the model (PRE_SPLIT).
+# loads packs by name.
 LAYERS = """
 0 ground   chaos=  chaos.errors  chaos.rng
-1 model    faults  invariants  replay.trace  PRE_SPLIT
+1 model    faults  invariants  replay.trace
 2 run      chaos.scenario  chaos.context  chaos.nemesis  chaos.recorder  chaos.services  chaos.run
 P packs    scenarios
 3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grade  chaos.task
 4 faces    chaos.cli  chaos._cli_*  chaos.pytest_plugin  chaos.__main__
 """
-PRE_SPLIT = " ".join(
-    f"replay.{name}" for name in ("_fields", "_framing", "_header", "_reader", "_scan", "_writer")
-)
 PACK_RANK = 2.5
 
 
@@ -47,7 +43,7 @@ def floors() -> list[tuple[str, Floor]]:
     """(pattern, floor) for every entry of LAYERS."""
     entries = []
     for line in LAYERS.strip().splitlines():
-        rank, name, *patterns = line.replace("PRE_SPLIT", PRE_SPLIT).split()
+        rank, name, *patterns = line.split()
         floor = Floor(PACK_RANK if rank == "P" else float(rank), name)
         entries += [(pattern, floor) for pattern in patterns]
     return entries
