@@ -9,19 +9,13 @@ from pathlib import Path
 
 import trio
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
+from chaos._cli_out import status_line, verdict_table
 from chaos.errors import ConfigError
+from chaos.rng import check_seed
 from chaos.run import RunOptions, RunResult, run_scenario
 from chaos.scenario import load_scenario
-
-MAX_SEED = 2**63 - 1
-
-
-def check_seed(seed: int) -> int:
-    if not 0 <= seed <= MAX_SEED:
-        raise ConfigError(f"seed must be between 0 and 2**63-1, got {seed}")
-    return seed
 
 
 def run_command(
@@ -39,12 +33,7 @@ def run_command(
     loaded.check_variant(variant)
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out} is a directory, not a trace file path")
-    err = Console(stderr=True)
-    with err.status(f"chaos run {loaded.id} --seed {seed}: starting") as status:
-
-        def progress(phase: str) -> None:
-            status.update(f"chaos run {loaded.id} --variant {variant} --seed {seed}: {phase}")
-
+    with status_line(f"chaos run {loaded.id} --variant {variant} --seed {seed}") as progress:
         options = RunOptions(
             loaded,
             seed,
@@ -65,21 +54,12 @@ def run_command(
 def print_result(result: RunResult) -> None:
     out = Console(soft_wrap=True)
     schedule = result.schedule.events
+    faults = ", ".join(f"{e.id} {e.kind.value} {e.target}" for e in schedule) or "none"
     out.print(
-        f"[bold]{result.scenario}[/] variant [bold]{result.variant}[/] seed {result.seed}: "
-        f"{len(schedule)} fault(s): "
-        + (", ".join(f"{e.id} {e.kind.value} {e.target}" for e in schedule) or "none")
+        f"[bold]{escape(result.scenario)}[/] variant [bold]{escape(result.variant)}[/] seed "
+        f"{result.seed}: {len(schedule)} fault(s): {escape(faults)}"
     )
-    table = Table("invariant", "verdict", "explanation")
-    for verdict in result.verdicts:
-        if verdict.valid is True:
-            mark = "[green]held[/]"
-        elif verdict.valid is False:
-            mark = "[red]VIOLATED[/]"
-        else:
-            mark = "[yellow]unknown[/]"
-        table.add_row(verdict.name, mark, verdict.explanation)
-    out.print(table)
+    out.print(verdict_table(result.verdicts))
     if not result.settled:
         out.print("[yellow]the system did not settle within the scenario's timeout[/]")
     held = "all invariants held" if result.held else "invariants violated"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from chaos._cli_run import check_seed
+from chaos._cli_out import status_line, verdict_table
+from chaos.rng import check_seed
 from chaos.scenario import load_scenario
 from chaos.search import SearchResult, search_scenario
 
@@ -27,9 +27,7 @@ def search_command(
     """Search; print the result (or one JSON object); return 1 found, 0 not found."""
     check_seed(seed)
     loaded = load_scenario(scenario)
-    label = f"chaos search {loaded.id} --variant {variant} --seed {seed}"
-    err = Console(stderr=True, highlight=False)
-    with err.status(f"{label}: starting") as status:
+    with status_line(f"chaos search {loaded.id} --variant {variant} --seed {seed}") as progress:
         result = search_scenario(
             loaded,
             variant,
@@ -38,7 +36,7 @@ def search_command(
             max_examples=max_examples,
             max_shrinks=max_shrinks,
             out=out,
-            progress=lambda message: status.update(f"{label}: {escape(message)}"),
+            progress=progress,
         )
     if as_json:
         print(json.dumps(result.to_json(loaded.id, variant), sort_keys=True, default=str))
@@ -68,12 +66,5 @@ def print_search(result: SearchResult, scenario: str, variant: str, invariant: s
             f"  {event.id} {event.kind.value} {escape(str(event.target))}"
             f" ({escape(params) or 'defaults'}), trigger {escape(trigger)}{lasting}"
         )
-    table = Table("invariant", "verdict", "explanation")
-    for verdict in result.verdicts:
-        if verdict.valid is True:
-            mark = "[green]held[/]"
-        else:
-            mark = "[red]VIOLATED[/]" if verdict.valid is False else "[yellow]unknown[/]"
-        table.add_row(verdict.name, mark, escape(verdict.explanation))
-    out.print(table)
+    out.print(verdict_table(result.verdicts))
     out.print(f"trace: {escape(str(result.trace))}  (reproduce: chaos replay {result.trace})")

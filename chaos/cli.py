@@ -23,13 +23,14 @@ from typing import Annotated, Any, NoReturn
 import trio
 import typer
 
-from chaos.errors import ChaosError, ConfigError, TraceError
+from chaos.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    ChaosError,
+    ConfigError,
+    exit_code_for,
+)
 from faults.proxy.errors import ProxyAPIError
-
-try:  # typer >= 0.22 vendors click: its usage errors are not click's classes
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
-except ImportError:  # pragma: no cover - an older typer on top of click
-    from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[assignment]
 
 app = typer.Typer(
     name="chaos",
@@ -42,7 +43,7 @@ proxy_app = typer.Typer(help="The embedded Toxiproxy-compatible proxy.", no_args
 app.add_typer(proxy_app, name="proxy")
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print ``chaos: error: <message>`` (one line) on stderr and exit with ``code``."""
     first_line = " ".join(str(message).split())
     print(f"chaos: error: {first_line}", file=sys.stderr, flush=True)
@@ -293,18 +294,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="chaos", standalone_mode=False)
-    except NoArgsIsHelpError:
-        raise SystemExit(2) from None  # typer has printed the help
-    except ClickException as exc:
+    except typer.TyperException as exc:  # a usage error (typer's base class of click's)
+        if _is_no_args_help(exc):
+            raise SystemExit(EXIT_BAD_INPUT) from None  # typer has printed the help
         _fail(exc.format_message(), exc.exit_code)
     except typer.Abort:
-        _fail("aborted", 130)
+        _fail("aborted", EXIT_INTERRUPTED)
     except BaseExceptionGroup as group:
         _fail_group(group)
-    except (ConfigError, TraceError) as exc:
-        _fail(str(exc), 2)
     except ChaosError as exc:
-        _fail(str(exc), 3)
+        _fail(str(exc), exit_code_for(exc))
     if isinstance(result, int) and not isinstance(result, bool) and result:
         raise SystemExit(result)
 
@@ -317,5 +316,10 @@ def _fail_group(group: BaseExceptionGroup[BaseException]) -> NoReturn:
     first: BaseException = chaos
     while isinstance(first, BaseExceptionGroup):
         first = first.exceptions[0]
-    code = 2 if isinstance(first, ConfigError | TraceError) else 3
-    _fail(str(first), code)
+    _fail(str(first), exit_code_for(first))
+
+
+def _is_no_args_help(exc: typer.TyperException) -> bool:
+    """The usage "error" of a command group called without a command: typer has printed its
+    help. Recognised by name, as typer itself does (its class lives in a private module)."""
+    return type(exc).__name__ == "NoArgsIsHelpError"

@@ -5,7 +5,9 @@ A scenario is a folder (``scenarios/<id>/`` or a user's path) whose ``scenario.p
 specification. The runner (``chaos.run``) calls, in order: ``setup`` (start services and
 the proxied links between them), ``workload`` (drive the system while faults land),
 ``settled`` (polled until true or the timeout), and ``final_state`` (read the real stores);
-then it checks the scenario's invariants against that state.
+then it checks the scenario's invariants against that state. The fault space of each
+variant is read from the folder's ``faults.toml`` (one table per variant) unless the
+scenario overrides ``fault_space``.
 """
 
 from __future__ import annotations
@@ -15,31 +17,24 @@ import importlib
 import importlib.util
 import re
 import sys
+import tomllib
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from chaos.context import Subject
 from chaos.errors import ConfigError
 from faults.space import FaultSpace
+from invariants import Invariant, get
 
 if TYPE_CHECKING:
-    from chaos.run import RunContext
+    from chaos.context import RunContext
 
 BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "scenarios"
+FAULTS_FILE = "faults.toml"
 _HASHED = {".py", ".md", ".toml", ".sql", ".json", ".txt"}
-
-
-@dataclass(frozen=True)
-class Subject:
-    """A message subject faults can target: where it is published and consumed."""
-
-    nats_subject: str
-    stream: str
-    consume_link: str
-    publish_link: str
 
 
 class Scenario(ABC):
@@ -49,7 +44,11 @@ class Scenario(ABC):
     description: ClassVar[str] = ""
     #: Variant name -> one line; "golden" must be one of them.
     variants: ClassVar[dict[str, str]] = {"golden": "the reference implementation"}
+    #: Invariant names, resolved in the pack's namespace (the scenario id), then generic.
     invariants: ClassVar[tuple[str, ...]] = ()
+    #: The invariants that mean "the final state is consistent" (``ChaosEnv.
+    #: final_state_is_consistent``); None: all of them.
+    consistency: ClassVar[tuple[str, ...] | None] = None
     #: Defective variant -> the invariant that must catch it (``chaos validate`` checks it).
     catches: ClassVar[dict[str, str]] = {}
     #: Logical subject name (as fault targets use it) -> where it flows.
@@ -58,9 +57,25 @@ class Scenario(ABC):
 
     path: Path = BUILTIN_ROOT
 
-    @abstractmethod
     def fault_space(self, variant: str) -> FaultSpace:
-        """The faults a run of ``variant`` may draw."""
+        """The faults a run of ``variant`` may draw: the ``[variant]`` table of the folder's
+        ``faults.toml`` (ConfigError naming the file and variant if it is missing or bad)."""
+        self.check_variant(variant)
+        file = self.path / FAULTS_FILE
+        try:
+            spaces = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{file}: cannot read the fault spaces: {exc.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        table = spaces.get(variant)
+        if not isinstance(table, dict):
+            tables = ", ".join(k for k, v in spaces.items() if isinstance(v, dict)) or "none"
+            raise ConfigError(f"{file}: no table [{variant}] (tables: {tables})")
+        try:
+            return FaultSpace.from_dict(table)
+        except ConfigError as exc:
+            raise ConfigError(f"{file} [{variant}]: {exc}") from None
 
     @abstractmethod
     async def setup(self, ctx: RunContext) -> None:
@@ -82,6 +97,22 @@ class Scenario(ABC):
         """How often the side effect ``name`` happened, per key (an order id, say), in a
         final state. Scenarios name theirs; the pytest plugin's ``side_effect_count`` asks."""
         raise ConfigError(f"scenario {self.id} declares no side effect {name!r}")
+
+    def checkers(self) -> list[Invariant]:
+        """The invariants this scenario checks, in order (ConfigError for an unknown name)."""
+        return [get(name, pack=self.id) for name in self.invariants]
+
+    def consistency_invariants(self) -> tuple[str, ...]:
+        """The invariants whose holding means the final state is consistent."""
+        if self.consistency is None:
+            return self.invariants
+        unknown = [name for name in self.consistency if name not in self.invariants]
+        if unknown:
+            raise ConfigError(
+                f"scenario {self.id}: consistency names {', '.join(unknown)}, which it does "
+                f"not check (invariants: {', '.join(self.invariants) or 'none'})"
+            )
+        return self.consistency
 
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:
@@ -135,3 +166,12 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ConfigError(f"{folder / 'scenario.py'} defines no SCENARIO (a Scenario instance)")
     scenario.path = folder.resolve()
     return scenario
+
+
+__all__ = [
+    "BUILTIN_ROOT",
+    "Scenario",
+    "Subject",
+    "builtin_scenarios",
+    "load_scenario",
+]
