@@ -15,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import re
 import sys
 import tomllib
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,6 +39,79 @@ FAULTS_FILE = "faults.toml"
 _HASHED = {".py", ".md", ".toml", ".sql", ".json", ".txt"}
 
 
+@dataclass(frozen=True)
+class Signal:
+    """One thing the trace of a defective variant's failing run shows on its diagnosis path.
+
+    A pack declares, per variant, the signals its README's diagnosis path names (a log line,
+    a history operation, a proxy or nemesis event); ``chaos validate`` checks that the trace
+    of a run that caught the variant shows every one of them. A signal matches an event when
+    every field that is set matches: ``process``, ``f`` and ``type`` exactly, ``match`` as a
+    regular expression searched in the event's value (a string as is, anything else as
+    compact JSON with sorted keys).
+    """
+
+    #: One line for people: what the signal is evidence of.
+    what: str
+    process: str | None = None
+    f: str | None = None
+    type: str | None = None
+    match: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.what.strip():
+            raise ConfigError("a signal needs a description (what)")
+        if self.match is not None:
+            try:
+                re.compile(self.match)
+            except re.error as exc:
+                raise ConfigError(
+                    f"signal {self.what!r}: bad regex {self.match!r}: {exc}"
+                ) from None
+
+    def matches(self, event: Mapping[str, Any]) -> bool:
+        """Whether one recorded event (a trace event: process, type, f, value) matches."""
+        for name in ("process", "f", "type"):
+            wanted = getattr(self, name)
+            if wanted is not None and str(event.get(name)) != wanted:
+                return False
+        if self.match is None:
+            return True
+        value = event.get("value")
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        return re.search(self.match, text) is not None
+
+    def found_in(self, events: Iterable[Mapping[str, Any]]) -> bool:
+        return any(self.matches(event) for event in events)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The part of a scenario's system that a candidate writes (``chaos task``, ``chaos grade``).
+
+    ``service`` is the name the scenario gives that service in ``ctx.start_service``; in a
+    graded run the candidate's program runs in its place, with only the environment
+    variables named in ``env`` (the addresses of its links, never the real services) and the
+    same ready line. ``interface`` and ``starter`` are files of the pack: the public
+    interface contract (argv, environment, what it must do, what it may print) and a program
+    that runs but does nothing useful. ``public_seeds`` are the seeds a candidate may
+    self-check on; held-out seeds are derived from the environment builder's key.
+    """
+
+    service: str
+    summary: str
+    env: tuple[str, ...]
+    interface: str = "TASK.md"
+    starter: str = "starter.py"
+    public_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+
+    def __post_init__(self) -> None:
+        if not self.service:
+            raise ConfigError("a task names the service the candidate writes")
+        if not self.public_seeds:
+            raise ConfigError(f"task {self.service}: at least one public seed")
+
+
 class Scenario(ABC):
     """Base of every scenario. Subclasses set the class attributes and the four hooks."""
 
@@ -51,6 +126,11 @@ class Scenario(ABC):
     consistency: ClassVar[tuple[str, ...] | None] = None
     #: Defective variant -> the invariant that must catch it (``chaos validate`` checks it).
     catches: ClassVar[dict[str, str]] = {}
+    #: Defective variant -> the signals its diagnosis path names (``chaos validate`` checks
+    #: that a catching run's trace shows each of them).
+    signals: ClassVar[dict[str, tuple[Signal, ...]]] = {}
+    #: The part a candidate writes, if this scenario is a task (``chaos task``/``grade``).
+    task: ClassVar[TaskSpec | None] = None
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
@@ -171,7 +251,9 @@ def load_scenario(name_or_path: str) -> Scenario:
 __all__ = [
     "BUILTIN_ROOT",
     "Scenario",
+    "Signal",
     "Subject",
+    "TaskSpec",
     "builtin_scenarios",
     "load_scenario",
 ]

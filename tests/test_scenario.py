@@ -11,7 +11,7 @@ import chaos.context
 import chaos.run
 import chaos.scenario
 from chaos.errors import ConfigError
-from chaos.scenario import Scenario, load_scenario
+from chaos.scenario import Scenario, Signal, load_scenario
 from faults.kinds import TargetKind
 from invariants import History
 
@@ -163,3 +163,32 @@ def test_an_unknown_variant_is_refused_before_the_file_is_read(tmp_path: Path) -
 def test_every_builtin_scenario_is_a_scenario() -> None:
     for name in chaos.scenario.builtin_scenarios():
         assert isinstance(load_scenario(name), Scenario)
+
+
+# -- Signal: what a defective variant's failing trace must show ----------------------------
+
+
+_EVENTS = [
+    {"process": "service:consumer", "type": "info", "f": "log", "value": "charging o-010"},
+    {"process": "proxy", "type": "info", "f": "frame_dropped", "value": {"op": "ack", "seq": 7}},
+    {"process": "consumer", "type": "ok", "f": "charge", "value": "o-010"},
+]
+
+
+def test_signal_matches_every_set_field() -> None:
+    assert Signal("charged", process="consumer", f="charge", type="ok").found_in(_EVENTS)
+    assert not Signal("charged", process="consumer", f="charge", type="fail").found_in(_EVENTS)
+    assert not Signal("other order", process="consumer", match="o-011").found_in(_EVENTS)
+
+
+def test_signal_regex_reads_structured_values_as_sorted_json() -> None:
+    assert Signal("ack dropped", f="frame_dropped", match='"op": "ack"').found_in(_EVENTS)
+    assert Signal("log", f="log", match=r"charging o-\d+").found_in(_EVENTS)
+    assert not Signal("ack of seq 8", f="frame_dropped", match='"seq": 8').found_in(_EVENTS)
+
+
+def test_signal_refuses_a_bad_regex_and_an_empty_description() -> None:
+    with pytest.raises(ConfigError, match="bad regex"):
+        Signal("broken", match="(")
+    with pytest.raises(ConfigError, match="description"):
+        Signal("  ")
