@@ -212,7 +212,7 @@ class Tenants(Scenario):
         ),
         env=("PORT", "DATABASE_URL", "OWNER_DATABASE_URL", "APP_ROLE"),
     )
-    settle_timeout_s = 20.0
+    settle_timeout_s = 8.0
 
     async def setup(self, ctx: RunContext) -> None:
         pg = await ctx.postgres()

@@ -32,7 +32,7 @@ def read_your_writes(history: History, final_state: Mapping[str, Any]) -> Verdic
             acked.append((req.completion.index, req.tenant, req.body))
             continue
         lists += 1
-        if req.invoke.process == "probe":
+        if req.invoke.process == state.PROBE:
             recovered.add(req.tenant)
         seen = {body for _, body in req.rows()}
         due = [note for done, who, note in acked if who == req.tenant and done < req.invoke.index]

@@ -7,7 +7,8 @@
      "schema": {...}}                                                  # diagnosis only
 
 The history holds the harness's own requests: processes ``client`` (the workload) and
-``probe`` (the recovery reads), operations ``create`` and ``list``; an ``ok`` completion
+``probe`` (the recovery reads), operations ``create`` and ``list`` (one process has at most
+one request open); an ``ok`` completion
 carries the rows of the response (``item`` or ``items``, each ``{"id", "body"}``).
 """
 
@@ -17,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from invariants import History, Op
+from invariants import NEMESIS, History, Op
 
 #: The registry namespace of the tenants checkers (the scenario's id).
 PACK = "tenants"
-#: The harness processes whose operations are requests to the API.
-CLIENTS = ("client", "probe")
+#: The process of the recovery reads (``Tenants.settled``); ``client`` is the workload's.
+PROBE = "probe"
 
 
 class MalformedState(ValueError):
@@ -122,9 +123,9 @@ class Request:
 
 
 def requests(history: History) -> list[Request]:
-    """The harness's requests (``create`` and ``list`` of ``client`` and ``probe``), in
+    """The harness's requests (every ``create`` and ``list`` but the nemesis's), in
     invocation order, each paired with its completion."""
-    ops = History(op for op in history if op.process in CLIENTS and op.f in ("create", "list"))
+    ops = History(op for op in history if op.process != NEMESIS and op.f in ("create", "list"))
     return [Request(pair.invoke, pair.completion) for pair in ops.pairs()]
 
 
