@@ -81,7 +81,8 @@ CREATE POLICY requests_tenant ON app.requests
 CREATE OR REPLACE FUNCTION app.create_item(p_key text, p_body text) RETURNS json
 LANGUAGE plpgsql SECURITY INVOKER AS $$
 DECLARE
-    item   json := json_build_object('id', 'it-' || nextval('app.item_ids'), 'body', p_body);
+    item   json := json_build_object(
+        'id', 'it-' || lpad(nextval('app.item_ids')::text, 4, '0'), 'body', p_body);
     stored json;
 BEGIN
     INSERT INTO app.requests (key, response) VALUES (p_key, item)
