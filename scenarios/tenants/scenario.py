@@ -32,7 +32,8 @@ ROUNDS = 5
 PACE_S = 0.04
 
 _REPLAYED = r"idempotency: replayed key"
-_DB_FAULT_APPLIED = r'"phase": "apply", "target": "link:api-postgres"'
+#: Signal patterns search values as JSON with sorted keys; spacing is not relied on.
+_DB_FAULT_APPLIED = r'"phase":\s*"apply",\s*"target":\s*"link:api-postgres"'
 
 
 def plan(rng: random.Random) -> list[Step]:
@@ -167,7 +168,7 @@ class Tenants(Scenario):
             Signal(
                 "a fault lost the answer to a create that had committed (a reset)",
                 process="nemesis",
-                match=r'"phase": "apply"',
+                match=r'"phase":\s*"apply"',
             ),
             Signal(
                 "the API answered a retried create from its idempotency record",
@@ -179,14 +180,14 @@ class Tenants(Scenario):
                 "app.requests has no row-level security (and so no policy)",
                 process=HARNESS,
                 f="table",
-                match=r'"policies": \[\], "rls": false, "table": "app.requests"',
+                match=r'"policies":\s*\[\],\s*"rls":\s*false,\s*"table":\s*"app\.requests"',
             ),
         ),
         "definer-function": (
             Signal(
                 "a fault lost the answer to a create that had committed (a reset)",
                 process="nemesis",
-                match=r'"phase": "apply"',
+                match=r'"phase":\s*"apply"',
             ),
             Signal(
                 "the API answered a retried create from its idempotency record",
@@ -204,7 +205,7 @@ class Tenants(Scenario):
                 "the catalog: app.create_item runs as its owner",
                 process=HARNESS,
                 f="function",
-                match=r'"function": "app.create_item", "security_definer": true',
+                match=r'"function":\s*"app\.create_item",\s*"security_definer":\s*true',
             ),
         ),
     }
