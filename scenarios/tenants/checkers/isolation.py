@@ -34,6 +34,7 @@ def tenant_isolation(history: History, final_state: Mapping[str, Any]) -> Verdic
         if req.outcome != "ok":
             continue
         answered += 1
+        probe = req.invoke.process == state.PROBE
         foreign = []
         for row_id, body in req.rows():
             row = table.get(row_id)
@@ -49,6 +50,7 @@ def tenant_isolation(history: History, final_state: Mapping[str, Any]) -> Verdic
                     "op": req.invoke.index,
                     "request": req.label(),
                     "tenant": req.tenant,
+                    "probe": probe,
                     "rows": foreign,
                 }
             )
@@ -64,7 +66,8 @@ def tenant_isolation(history: History, final_state: Mapping[str, Any]) -> Verdic
                 f"({listing(ids, 5)})"
             )
         sentences.append(
-            f"{len(leaks)} of {answered} responses held another tenant's rows: " + listing(shown, 5)
+            f"{len(leaks)} of {answered} responses{state.probes_among(leaks)} held another "
+            "tenant's rows: " + listing(shown, 5)
         )
     if unknown:
         ids = natural(u["id"] for u in unknown)

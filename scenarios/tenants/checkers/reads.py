@@ -38,7 +38,14 @@ def read_your_writes(history: History, final_state: Mapping[str, Any]) -> Verdic
         due = [note for done, who, note in acked if who == req.tenant and done < req.invoke.index]
         lost = [note for note in due if note not in seen]
         if lost:
-            short.append({"op": req.invoke.index, "request": req.label(), "missing": lost})
+            short.append(
+                {
+                    "op": req.invoke.index,
+                    "request": req.label(),
+                    "probe": req.invoke.process == state.PROBE,
+                    "missing": lost,
+                }
+            )
     never = [t for t in state.tenants(final_state) if t not in recovered]
     evidence = {
         "lists_checked": lists,
@@ -57,8 +64,8 @@ def read_your_writes(history: History, final_state: Mapping[str, Any]) -> Verdic
     if short:
         shown = [f"{s['request']} lacked {plural(len(s['missing']), 'note')}" for s in short]
         sentences.append(
-            f"{len(short)} of {lists} lists lacked notes acknowledged before them: "
-            + listing(shown, 5)
+            f"{len(short)} of {lists} lists{state.probes_among(short)} lacked notes "
+            "acknowledged before them: " + listing(shown, 5)
         )
     if never:
         sentences.append(f"after the faults healed, no list was served to {listing(never)}")

@@ -129,6 +129,13 @@ def requests(history: History) -> list[Request]:
     return [Request(pair.invoke, pair.completion) for pair in ops.pairs()]
 
 
+def probes_among(found: list[dict[str, Any]]) -> str:
+    """`` (3 of them recovery probes)`` when some of ``found`` (each with a ``probe`` flag)
+    were the recovery probes' (a defect that never recovers fails every probe)."""
+    count = sum(1 for entry in found if entry.get("probe"))
+    return f" ({count} of them recovery probes)" if count else ""
+
+
 def posters(reqs: list[Request]) -> dict[str, set[str]]:
     """Note body -> the tenants whose create requests sent it."""
     out: dict[str, set[str]] = {}

@@ -129,6 +129,7 @@ def test_a_list_holding_another_tenants_rows_is_a_leak() -> None:
             "op": leak,
             "request": f"op {leak} (globex list)",
             "tenant": "globex",
+            "probe": False,
             "rows": [
                 {"id": "it-1", "owner": "acme", "sent_by": ["acme"]},
                 {"id": "it-3", "owner": "acme", "sent_by": ["acme"]},
@@ -176,6 +177,25 @@ def test_a_note_stored_under_the_wrong_tenant_is_a_cross_tenant_write_and_leaks_
         "1 row was written into another tenant's partition: it-4 (owner acme, sent by globex);"
         " 1 acknowledged create is not stored under its tenant: op "
     )
+
+
+def test_leaks_seen_by_the_recovery_probes_are_counted_apart() -> None:
+    """A defect that never recovers fails every probe: the sentence says how many of the
+    leaking responses were probes, so the workload's count stays readable."""
+    ops, state = golden_run()
+    ops.list("globex", [("it-2", G1), ("it-1", A1)])
+    ops.list("globex", [("it-2", G1), ("it-1", A1)], process="probe")
+    ops.list("globex", [("it-2", G1), ("it-1", A1)], process="probe")
+    verdicts = check(ops, state)
+    assert verdicts["tenant_isolation"].explanation.startswith(
+        "3 of 10 responses (2 of them recovery probes) held another tenant's rows: "
+    )
+    assert [leak["probe"] for leak in verdicts["tenant_isolation"].evidence["leaks"]] == [
+        False,
+        True,
+        True,
+    ]
+    assert verdicts["read_your_writes"].valid is True  # globex's own note is there
 
 
 def test_a_row_in_no_table_and_a_row_nobody_sent_are_violations() -> None:
@@ -234,6 +254,10 @@ def test_a_list_must_hold_what_was_acknowledged_before_it_not_after() -> None:
     assert reads.valid is False
     assert [s["request"] for s in reads.evidence["short_lists"]] == ["op 6 (acme list)"]
     assert reads.evidence["short_lists"][0]["missing"] == [A2]
+    assert reads.explanation == (
+        "1 of 2 lists (1 of them recovery probes) lacked notes acknowledged before them: "
+        "op 6 (acme list) lacked 1 note."
+    )
 
 
 def test_unacknowledged_creates_and_unserved_tenants_violate_read_your_writes() -> None:
