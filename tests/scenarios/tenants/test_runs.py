@@ -10,14 +10,22 @@ about 3 s each (the golden seed about 8 s): about 40 s in all.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
+import trio
 
 from chaos.run import RunOptions, RunResult, run_scenario
 from chaos.scenario import load_scenario
+from chaos.services import default_run_parent, open_postgres
 from faults.model import FaultSchedule
 from faults.schedule import generate
+from scenarios.tenants.scenario import _read
 
 pytestmark = pytest.mark.slow
 
@@ -82,3 +90,42 @@ async def test_variant_is_caught_and_the_golden_survives_the_same_faults(
     assert [e["value"]["phase"] for e in applied] == ["apply", "heal"]
     # the signals point at the defect: the golden's trace under the same faults lacks some
     assert not all(s.found_in(golden.history) for s in tenants.signals[variant])
+
+
+@pytest.fixture
+def pg_root() -> Iterator[Path]:
+    """A folder PostgreSQL's own user can reach (not under pytest's private tmp_path)."""
+    root = Path(tempfile.mkdtemp(prefix="tenants-read-", dir=default_run_parent()))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_the_privileged_read_survives_a_schema_off_the_contract(pg_root: Path) -> None:
+    """A service's ``app.items`` that lacks a column, or is a view, gives no rows (so every
+    acknowledged note is missing) and says why, instead of crashing the run."""
+    async with open_postgres(pg_root) as pg:
+
+        def read(ddl: str) -> dict[str, Any]:
+            with psycopg.connect(pg.dsn, autocommit=True) as conn:
+                conn.execute("DROP SCHEMA IF EXISTS app CASCADE; CREATE SCHEMA app")
+                conn.execute(ddl)
+            return _read(pg.dsn)
+
+        off = await trio.to_thread.run_sync(read, "CREATE TABLE app.items (id text, body text)")
+        assert off["items"] == []
+        assert off["schema"]["items_table"].startswith('unreadable: column "tenant_id"')
+        view = await trio.to_thread.run_sync(
+            read, "CREATE VIEW app.items AS SELECT 'it-1' AS id, 'x' AS tenant_id, 'y' AS body"
+        )
+        assert (view["items"], view["schema"]["items_table"]) == ([], "not a table")
+        good = await trio.to_thread.run_sync(
+            read,
+            "CREATE TABLE app.items (id text, tenant_id text, body text);"
+            "INSERT INTO app.items VALUES ('it-1', 'acme', 'n');"
+            "ALTER TABLE app.items ENABLE ROW LEVEL SECURITY",
+        )
+        assert good["items"] == [{"id": "it-1", "tenant": "acme", "body": "n"}]
+        assert good["schema"]["tables"]["items"] == {"force": False, "policies": [], "rls": True}
