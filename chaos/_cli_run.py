@@ -6,21 +6,28 @@ import json
 import sys
 from pathlib import Path
 
-import trio
 from rich.console import Console
 from rich.table import Table
 
+from chaos import _signals
+from chaos._checks import SEED_MAX, check_out_file, check_seed
 from chaos.errors import ConfigError
-from chaos.run import RunOptions, RunResult, run_scenario
+from chaos.run import RunOptions, RunResult, default_trace_path, run_scenario
 from chaos.scenario import load_scenario
 
-MAX_SEED = 2**63 - 1
+MAX_SEED = SEED_MAX  # the old name
 
 
-def check_seed(seed: int) -> int:
-    if not 0 <= seed <= MAX_SEED:
-        raise ConfigError(f"seed must be between 0 and 2**63-1, got {seed}")
-    return seed
+def check_external(postgres_dsn: str | None, nats_url: str | None) -> None:
+    """A malformed --postgres-dsn or --nats-url is refused before anything starts."""
+    if postgres_dsn is not None:
+        from chaos.services.postgres import external_postgres
+
+        external_postgres(postgres_dsn)
+    if nats_url is not None:
+        from chaos.services.nats import external_nats
+
+        external_nats(nats_url)
 
 
 def run_command(
@@ -34,10 +41,10 @@ def run_command(
 ) -> int:
     """Run once; print the verdicts (or one JSON object); return the exit code."""
     check_seed(seed)
+    check_external(postgres_dsn, nats_url)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
-    if out is not None and out.is_dir():
-        raise ConfigError(f"--out {out} is a directory, not a trace file path")
+    check_out_file(out or default_trace_path(loaded.id, variant, seed), "--out", "trace")
     err = Console(stderr=True)
     with err.status(f"chaos run {loaded.id} --seed {seed}: starting") as status:
 
@@ -53,7 +60,7 @@ def run_command(
             nats_url=nats_url,
             progress=progress,
         )
-        result = trio.run(run_scenario, options)
+        result = _signals.run(run_scenario, options)
     if as_json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:

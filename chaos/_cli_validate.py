@@ -7,11 +7,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import trio
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos import _signals
+from chaos._checks import SEED_MAX, check_out_dir
 from chaos.errors import ConfigError
 from chaos.scenario import load_scenario
 from chaos.validate import (
@@ -23,7 +24,7 @@ from chaos.validate import (
     validate,
 )
 
-MAX_SEEDS, MAX_REPLAYS, MAX_SEED = 1000, 100, 2**63 - 1
+MAX_SEEDS, MAX_REPLAYS, MAX_SEED = 1000, 100, SEED_MAX
 
 
 def default_out_dir(scenario: str) -> Path:
@@ -47,9 +48,7 @@ def validate_command(
     check_input(seeds, first_seed, replays)
     loaded = load_scenario(scenario)
     declared_catches(loaded)  # a variant without a declared invariant: exit 2, nothing run
-    folder = out_dir or default_out_dir(loaded.id)
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--out-dir {folder} is a file, not a folder")
+    folder = check_out_dir(out_dir or default_out_dir(loaded.id), "--out-dir")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -66,7 +65,7 @@ def validate_command(
             step["name"] = message
             status.update(f"{label}: {message}")
 
-        report = trio.run(
+        report = _signals.run(
             partial(
                 validate,
                 loaded,
