@@ -103,7 +103,5 @@ def check_out_dir(path: Path, what: str) -> Path:
     if not existing.is_dir():
         raise ConfigError(f"cannot use {what} {path}: {existing} is not a folder")
     if (why := _probe_dir(existing)) is not None:
-        raise ConfigError(
-            f"cannot use {what} {path}: cannot create files in {existing} ({why})"
-        )
+        raise ConfigError(f"cannot use {what} {path}: cannot create files in {existing} ({why})")
     return path

@@ -205,9 +205,7 @@ async def _guarded_run(async_fn: Callable[..., Awaitable[T]], args: tuple[Any, .
     return result  # type: ignore[return-value]
 
 
-async def _watch(
-    signals: Any, work: trio.CancelScope, nursery: trio.Nursery
-) -> None:
+async def _watch(signals: Any, work: trio.CancelScope, nursery: trio.Nursery) -> None:
     global _hurry
     seen = 0
     async for signum in signals:

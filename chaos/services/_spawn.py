@@ -109,7 +109,6 @@ class Child:
         self.send_signal(signal.SIGKILL)
 
 
-
 def spawn(
     argv: Sequence[str],
     *,

@@ -654,9 +654,7 @@ def _orphans(directory: Path, report: GcReport) -> None:
         _kill_all({pid: entry.start})
 
 
-def collect(
-    directory: Path | None = None, *, wait: bool = True, orphans: bool = False
-) -> GcReport:
+def collect(directory: Path | None = None, *, wait: bool = True, orphans: bool = False) -> GcReport:
     """Reap every stale registration in the registry (``wait=False``: skip if another
     collection is running). ``orphans``: also kill marked processes whose registration is
     gone (a full scan of /proc; ``chaos gc`` does it)."""
