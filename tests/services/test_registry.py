@@ -334,3 +334,34 @@ async def test_spawn_refuses_a_missing_program() -> None:
         spawn(["/nonexistent/program"])
     with pytest.raises(FileNotFoundError):
         spawn(["no-such-program-anywhere"])
+
+
+def test_chaos_gc_says_what_it_removed(reg_dir: Path, tmp_path: Path) -> None:
+    left = tmp_path / "chaos-payments-77-7-7"
+    left.mkdir()
+    marked = _sleeper({registry.MARKER: "77-7-7", registry.REGISTRY_MARKER: str(reg_dir)})
+    try:
+        _fake_dead_run(reg_dir, "77-7-7", [{"dir": str(left)}])
+        env = {**os.environ, "CHAOS_REGISTRY_DIR": str(reg_dir)}
+        chaos = [sys.executable, "-m", "chaos", "gc"]
+        done = subprocess.run(chaos, env=env, capture_output=True, text=True, check=True)
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith("run 77-7-7 (chaos run payments): its harness (pid ")
+        assert f"  killed pid {marked.pid}: sleep 300" in lines
+        assert f"  removed {left}/" in lines
+        assert (
+            lines[-1] == "reaped 1 dead run(s): 1 process(es), 1 dir(s), 0 shm file(s)/segment(s)"
+        )
+        _assert_killed(marked)
+        again = subprocess.run([*chaos, "--json"], env=env, capture_output=True, text=True)
+        assert again.returncode == 0
+        assert json.loads(again.stdout) == {
+            "errors": [],
+            "live_runs": 0,
+            "orphans": [],
+            "reaped": [],
+            "registry": str(reg_dir),
+        }
+    finally:
+        marked.kill()
+        marked.wait()
