@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from chaos.errors import ServiceError
 from chaos.services import registry
 
 _SHM = Path("/dev/shm")
@@ -44,9 +45,19 @@ def open_run_dir(prefix: str = "chaos-run-", parent: Path | None = None) -> Iter
     """Create a fresh dir for one run (under `parent`), registered; remove it on exit along
     with anything of the run still alive."""
     registry.collect_quietly()
-    registration = registry.open_registration()
     try:
-        path = registration.make_dir(Path(parent or default_run_parent()), prefix)
+        registration = registry.open_registration()
+    except OSError as exc:
+        where = exc.filename or registry.registry_dir()
+        raise ServiceError(
+            f"cannot register the run in {where}: {exc.strerror or exc} (set CHAOS_REGISTRY_DIR)"
+        ) from None
+    try:
+        try:
+            path = registration.make_dir(Path(parent or default_run_parent()), prefix)
+        except OSError as exc:
+            raise ServiceError(f"cannot create the run dir: {exc.strerror or exc}: "
+                               f"{exc.filename}") from None  # fmt: skip
         with registry.registered(registration):
             yield path
     finally:
