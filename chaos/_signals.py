@@ -85,10 +85,7 @@ class Interrupted(BaseException):
 
 _installed = False
 _received: int | None = None  # the first handled signal this process got
-_count = 0
 _hurry = False
-_guarded = False  # inside run(): trio's signal receiver owns the signals
-_hurry_hooks: list[Callable[[], None]] = []
 _emergency_hooks: list[Callable[[], None]] = []
 
 
@@ -108,11 +105,6 @@ def hurrying() -> bool:
     return _hurry
 
 
-def add_hurry_hook(hook: Callable[[], None]) -> None:
-    """Call ``hook()`` (from the trio thread) when a second signal asks to hurry."""
-    _hurry_hooks.append(hook)
-
-
 def add_emergency_hook(hook: Callable[[], None]) -> None:
     """Call ``hook()`` before the watchdog exits the process: kill and remove synchronously."""
     _emergency_hooks.append(hook)
@@ -120,8 +112,7 @@ def add_emergency_hook(hook: Callable[[], None]) -> None:
 
 def _note(signum: int) -> bool:
     """Record a signal; True if it is the first."""
-    global _received, _count
-    _count += 1
+    global _received
     if _received is None:
         _received = int(signum)
         return True
@@ -129,8 +120,8 @@ def _note(signum: int) -> bool:
 
 
 def _reset_for_tests() -> None:
-    global _received, _count, _hurry
-    _received, _count, _hurry = None, 0, False
+    global _received, _hurry
+    _received, _hurry = None, False
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -178,26 +169,21 @@ def run(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:
 async def _guarded_run(async_fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]) -> T:
     import trio
 
-    global _guarded
     result: T | None = None
     error: BaseException | None = None
     with trio.open_signal_receiver(*HANDLED) as signals:
-        _guarded = True
-        try:
-            async with trio.open_nursery() as nursery:
-                work = trio.CancelScope()
-                nursery.start_soon(_watch, signals, work, nursery)
-                if _received is not None:  # arrived before the receiver was open
-                    work.cancel()
-                    nursery.start_soon(_watchdog)
-                with work:
-                    try:
-                        result = await async_fn(*args)
-                    except BaseException as exc:
-                        error = exc
-                nursery.cancel_scope.cancel()
-        finally:
-            _guarded = False
+        async with trio.open_nursery() as nursery:
+            work = trio.CancelScope()
+            nursery.start_soon(_watch, signals, work, nursery)
+            if _received is not None:  # arrived before the receiver was open
+                work.cancel()
+                nursery.start_soon(_watchdog)
+            with work:
+                try:
+                    result = await async_fn(*args)
+                except BaseException as exc:  # judged below, once the signals are known
+                    error = exc
+            nursery.cancel_scope.cancel()
     if _received is not None:
         raise Interrupted(_received) from error
     if error is not None:
@@ -207,17 +193,13 @@ async def _guarded_run(async_fn: Callable[..., Awaitable[T]], args: tuple[Any, .
 
 async def _watch(signals: Any, work: trio.CancelScope, nursery: trio.Nursery) -> None:
     global _hurry
-    seen = 0
     async for signum in signals:
-        seen += 1
         _note(signum)
         if not work.cancel_called:
             work.cancel()
             nursery.start_soon(_watchdog)
-        elif not _hurry:
+        else:
             _hurry = True
-            for hook in list(_hurry_hooks):
-                hook()
 
 
 async def _watchdog() -> None:
