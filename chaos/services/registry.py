@@ -14,9 +14,10 @@ gone after a reboot, like the pids it names), else ``<tmp>/chaos-harness-<uid>``
 
 Every child the harness starts carries ``CHAOS_RUN_ID=<run id>`` and
 ``CHAOS_RUN_REGISTRY=<registry>`` in its environment. A process belongs to a dead run when
-it carries the run's marker, when it is a recorded pid with the same start time, or when its
-working directory is inside the run's dir (PostgreSQL overwrites its environment block with
-its process titles, but its backends run in the data dir). Nothing else is ever signalled.
+it carries the run's marker, when it is a recorded pid with the same start time, or when it
+is a PostgreSQL process whose working directory is inside the run's dir (PostgreSQL overwrites
+its environment block with its process titles, but its backends run in the data dir).
+Nothing else is ever signalled.
 
 A registration is stale when nobody holds its lock and its owner (pid + start time, same
 boot) is gone or has let it go; ``collect`` kills what such a run left, removes its dirs and
