@@ -251,6 +251,8 @@ def test_killed_runs_leave_nothing_after_the_next_command(place: Place) -> None:
     outcomes = []
     for number, kind in enumerate(plan):
         at, gap = rng.uniform(EARLIEST_S, LATEST_S), rng.uniform(0.02, 0.6)
+        if number == len(plan) - 1:
+            at = rng.uniform(2.0, LATEST_S)  # well inside the run: gc has something to reap
         outcome, _ = kill_one(place, number, kind, at, gap)
         outcomes.append(outcome)
         print(
@@ -290,9 +292,10 @@ def test_killed_runs_leave_nothing_after_the_next_command(place: Place) -> None:
     # the SIGKILLed runs' dirs were reaped by the next run that started, or now by gc
     print(f"chaos gc: reaped {len(report['reaped'])} run(s): {report}")
     assert report["errors"] == []
-    if not outcomes[-1].finished_first:
-        assert len(report["reaped"]) >= 1
-        assert report["reaped"][0]["dirs"], report
+    if outcomes[-1].left["registrations"]:  # the last SIGKILLed run, reaped by gc
+        assert [r["dirs"] for r in report["reaped"]] == [
+            [str(place.root / d) for d in outcomes[-1].left["run dirs"]]
+        ]
     everything = leftovers(place)
     assert everything == {k: [] for k in everything}, everything
     assert [s for s in place.segments if sysv_present(s)] == []
