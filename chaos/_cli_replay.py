@@ -33,6 +33,18 @@ def _verdicts(verdicts: list[dict[str, Any]]) -> str:
     return ", ".join(f"{v.get('name')} {_validity(v.get('valid'))}" for v in verdicts) or "none"
 
 
+def note_unfinished(trace: Path) -> None:
+    """One stderr line when a run that has not finished left ``TRACE.partial`` beside it."""
+    from replay.trace import partial_path
+
+    partial = partial_path(trace)
+    if partial.is_file():
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"[yellow]chaos: note: {escape(str(partial))} holds the trace of a later run that "
+            "has not finished (still running, or killed)[/]"
+        )
+
+
 def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
     """Replay ``trace`` ``times`` times; print the report (or one JSON object); the exit code."""
     from replay.replay import prepare_replay, run_replays
@@ -41,6 +53,7 @@ def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
         raise ConfigError(f"--times must be between 1 and {MAX_TIMES}, got {times}")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     plan = prepare_replay(trace, strict=strict)
+    note_unfinished(trace)
     for line in plan.drift:
         err.print(f"[yellow]chaos: warning: drift: {escape(line)}[/]")
     if plan.drift:

@@ -26,10 +26,19 @@ def titles_for(paths: list[Path]) -> list[str]:
     return titles
 
 
-def write_report(out: Path, page: str) -> None:
-    """Write ``page`` to ``out`` whole or not at all; an unwritable path raises ConfigError."""
+def check_out(out: Path) -> None:
+    """Refuse an ``-o`` that is a folder or a trace (never overwrite a trace with a page)."""
+    from replay.trace import is_trace_file
+
     if out.is_dir():
         raise ConfigError(f"-o {out} is a directory, not a file path")
+    if is_trace_file(out):
+        raise ConfigError(f"-o {out} is a chaos trace; refusing to overwrite it with a report")
+
+
+def write_report(out: Path, page: str) -> None:
+    """Write ``page`` to ``out`` whole or not at all; an unwritable path raises ConfigError."""
+    check_out(out)
     directory = out.parent if str(out.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=directory)
@@ -50,12 +59,15 @@ def write_report(out: Path, page: str) -> None:
 
 def report_command(trace: Path, replays: list[Path], out: Path | None) -> Path:
     """Read every trace (TraceError on a bad one), render, write; print and return the path."""
+    from chaos._cli_replay import note_unfinished
     from replay.report import render_report
     from replay.trace import read_trace
 
+    target = out if out is not None else default_out(trace)
+    check_out(target)
     paths = [trace, *replays]
     traces = [read_trace(path) for path in paths]
-    target = out if out is not None else default_out(trace)
+    note_unfinished(trace)
     write_report(target, render_report(traces, titles_for(paths)))
     print(target, flush=True)
     return target

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -92,14 +93,26 @@ def print_result(result: RunResult) -> None:
     out.print(f"{held}; trace: {result.trace}")
 
 
+def _check_window(since: float | None, until: float | None) -> None:
+    """--since/--until: finite seconds >= 0, since <= until; checked before reading anything."""
+    for flag, value in (("--since", since), ("--until", until)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"{flag} must be a finite number of seconds >= 0, got {value}")
+    if since is not None and until is not None and since > until:
+        raise ConfigError(f"--since must be <= --until, got --since {since} --until {until}")
+
+
 def show_command(
     trace: Path, faults_only: bool, ops_only: bool, since: float | None, until: float | None
 ) -> None:
-    from replay.timeline import render_timeline
+    """Print ``trace`` as a text timeline (``chaos show``); bad options exit 2 before reading."""
+    from chaos._cli_replay import note_unfinished
+    from replay.report import render_timeline
     from replay.trace import read_trace
 
     if faults_only and ops_only:
         raise ConfigError("--faults-only and --ops-only exclude each other")
+    _check_window(since, until)
     text = render_timeline(
         read_trace(trace),
         faults_only=faults_only,
@@ -107,4 +120,5 @@ def show_command(
         since_s=since,
         until_s=until,
     )
+    note_unfinished(trace)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

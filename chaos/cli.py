@@ -17,7 +17,6 @@ with exit 130, 143 and 129 and one line (chaos._signals).
 from __future__ import annotations
 
 import logging
-import math
 import signal
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -28,7 +27,8 @@ import trio
 import typer
 
 from chaos import _signals
-from chaos.errors import ChaosError, ConfigError, ProxyAPIError, TraceError
+from chaos.errors import ChaosError, ConfigError, TraceError
+from faults.proxy.errors import ProxyAPIError
 
 try:  # typer >= 0.22 vendors click: its usage errors are not click's classes
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
@@ -133,8 +133,8 @@ def proxy_serve(
     ] = 150.0,
 ) -> None:
     """Serve the Toxiproxy v2 HTTP API (a drop-in Toxiproxy) until Ctrl-C."""
-    if not 0 < dial_timeout < math.inf:
-        raise ConfigError(f"dial timeout must be > 0 and finite, got {dial_timeout}")
+    if not dial_timeout > 0:
+        raise ConfigError(f"dial timeout must be > 0, got {dial_timeout}")
     if not 0 <= busy_poll_us <= 1_000_000:
         raise ConfigError(f"busy poll must be between 0 and 1000000 µs, got {busy_poll_us}")
     logging.basicConfig(level=logging.WARNING, format="chaos: %(name)s: %(message)s")

@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.errors import ReplayDiverged
+from replay.trace.text import atom, clip, fields, seconds
 
-from ._fmt import atom, clip, fields, seconds
 from ._logical import LogicalEvent, streams, workload_start_ns
 
 _SHOWN = ("index", "time_ns", "process", "type", "f", "value")
@@ -65,9 +64,6 @@ class Divergence:
         expected = _line(self.expected) if self.expected else "nothing (no such recorded event)"
         actual = _line(self.actual) if self.actual else "nothing (the replay has no such event)"
         return f"{self.stream} #{self.position}: expected {expected}; got {actual}"
-
-    def to_error(self) -> ReplayDiverged:
-        return ReplayDiverged.from_mismatch(self.index, self.expected, self.actual)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._fields import HARNESS, NEMESIS, PROXY, SERVICE_PREFIX
+from invariants.history import HARNESS, NEMESIS, PROXY, SERVICE_PREFIX
 
 #: Proxy events that describe what happened to a message (not to a connection).
 MESSAGE_EVENTS = ("frame_dropped", "frame_duplicated", "nats_delivery")

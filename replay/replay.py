@@ -24,10 +24,10 @@ from chaos.errors import ChaosError, ConfigError, TraceError, TraceFormatError
 from chaos.run import RunOptions, run_scenario
 from chaos.scenario import BUILTIN_ROOT, Scenario, load_scenario
 from faults.model import FaultSchedule
+from replay.trace import Trace, check_trace_path, read_trace, version_drift
 
 from ._divergence import first_divergence
 from ._outcome import ReplayOutcome, ReplayReport, mismatched, verdict_map
-from .trace import Trace, read_trace, version_drift
 
 Progress = Callable[[str], None]
 
@@ -160,6 +160,8 @@ async def run_replays(
     """Replay ``plan`` ``times`` times, one after the other."""
     if times < 1:
         raise ConfigError(f"times must be >= 1, got {times}")
+    for number in range(1, times + 1):  # every replay's trace path, before the first starts
+        check_trace_path(replay_path(plan.path, number))
     say = progress or (lambda _message: None)
     end = plan.trace.end or {}
     wall = end.get("wall_time_s")

@@ -107,7 +107,7 @@ def test_validate_refuses_an_unwritable_out_dir(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-1"])
 def test_proxy_serve_refuses_a_non_finite_dial_timeout(tmp_path: Path, value: str) -> None:
-    _refused(tmp_path, ["proxy", "serve", "--dial-timeout", value], "dial timeout must be > 0")
+    _refused(tmp_path, ["proxy", "serve", "--dial-timeout", value], "dial timeout must be")
 
 
 # -- the checks themselves ---------------------------------------------------------------

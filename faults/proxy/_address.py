@@ -9,7 +9,7 @@ import socket
 
 import trio
 
-from chaos.errors import BadRequest, BindError
+from faults.proxy.errors import BadRequest, BindError
 
 
 def split_host_port(address: str, what: str) -> tuple[str, int]:
@@ -30,17 +30,32 @@ def join_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def bind_listener(listen: str) -> tuple[trio.socket.SocketType, str]:
-    """Bind and listen now (synchronously); return the socket and the real address."""
+def resolve_listen(listen: str) -> tuple[str, int]:
+    """The IP address and port a listen string binds: ``localhost`` is 127.0.0.1, an empty
+    host every interface, an IP literal in its canonical form (``[0::1]`` is ``::1``)."""
     host, port = split_host_port(listen, "listen")
     if host in ("", "localhost"):
         host = "127.0.0.1" if host == "localhost" else "0.0.0.0"
     try:
-        ipaddress.ip_address(host)
+        return str(ipaddress.ip_address(host)), port
     except ValueError:
         raise BadRequest(
             f"bad request body: listen host must be an IP address or localhost, got {host!r}"
         ) from None
+
+
+def same_listen(a: str, b: str) -> bool:
+    """Whether two listen strings mean the same address (``localhost:7070`` and
+    ``127.0.0.1:7070`` do), as Toxiproxy resolves them before comparing."""
+    try:
+        return resolve_listen(a) == resolve_listen(b)
+    except BadRequest:
+        return a == b
+
+
+def bind_listener(listen: str) -> tuple[trio.socket.SocketType, str]:
+    """Bind and listen now (synchronously); return the socket and the real address."""
+    host, port = resolve_listen(listen)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         sock = socket.socket(family, socket.SOCK_STREAM)

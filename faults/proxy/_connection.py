@@ -2,33 +2,76 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
-from faults.proxy._link import Direction
+from chaos.rng import derive_rng
+from faults.proxy._direction import Direction, Stream, Streams
+from faults.proxy._stage import Emit
 
 if TYPE_CHECKING:
-    from faults.proxy.proxy import Proxy
+    from faults.proxy._spec import ToxicSpec
 
 
 class Connection:
-    """Client <-> upstream. EOF or an error on either side closes both (no half-close)."""
+    """Client <-> upstream. EOF or an error on either side closes both (no half-close).
+
+    Built by its proxy with what it needs: the toxics of each stream, the run ``seed`` and
+    proxy ``name`` its random streams derive from, the proxy's ``emit``, and the fast
+    path's busy-poll budget.
+    """
 
     def __init__(
-        self, proxy: Proxy, index: int, client: trio.SocketStream, server: trio.SocketStream
+        self,
+        index: int,
+        client: trio.SocketStream,
+        server: trio.SocketStream,
+        *,
+        upstream: Sequence[ToxicSpec],
+        downstream: Sequence[ToxicSpec],
+        seed: int,
+        proxy: str,
+        emit: Emit,
+        busy_poll_s: float = 0.0,
     ) -> None:
-        self.proxy = proxy
         self.index = index
         self.client = client
         self.server = server
         self.reset = False
         self.reason = "eof"
         self._scope = trio.CancelScope()
-        self.upstream = Direction(self, "upstream", client, server, proxy.specs("upstream"))
-        self.downstream = Direction(self, "downstream", server, client, proxy.specs("downstream"))
+        self._seed = seed
+        self._proxy = proxy
+
+        def direction(stream: Stream, src: trio.SocketStream, dst: trio.SocketStream) -> Direction:
+            specs = upstream if stream == "upstream" else downstream
+            return Direction(
+                stream,
+                src,
+                dst,
+                specs,
+                index=index,
+                emit=emit,
+                streams=self._streams(stream),
+                abort=self.abort,
+                busy_poll_s=busy_poll_s,
+            )
+
+        self.upstream = direction("upstream", client, server)
+        self.downstream = direction("downstream", server, client)
+
+    def _streams(self, direction: Stream) -> Streams:
+        seed, proxy, index = self._seed, self._proxy, self.index
+
+        def streams(toxic: str, stream: str) -> random.Random:
+            return derive_rng(seed, stream, proxy, toxic, index, direction)
+
+        return streams
 
     def direction(self, stream: str) -> Direction:
         return self.upstream if stream == "upstream" else self.downstream

@@ -10,7 +10,7 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from chaos.errors import BadRequest
+from faults.proxy.errors import BadRequest
 
 #: Where a proxy listens when a request names no ``listen`` (never all interfaces).
 DEFAULT_LISTEN = "127.0.0.1:0"

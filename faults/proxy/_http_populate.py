@@ -1,7 +1,9 @@
 """``POST /populate``: validate every entry first, then create or replace proxies in order.
 
 An entry whose name exists with the same listen and upstream is left alone (toxics and
-enabled kept); one whose listen or upstream differ is replaced (its toxics are lost). The
+enabled kept); one whose listen or upstream differ is replaced (its toxics are lost).
+Listen addresses are compared as resolved (``localhost:7070`` is ``127.0.0.1:7070``), as
+the reference does. The
 first failure stops the run; the entries applied before it stay. The answer always carries
 a ``proxies`` array (``[]``, never null: the Node client crashes on null).
 """
@@ -11,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.errors import BadRequest, ProxyAPIError
+from faults.proxy._address import same_listen
 from faults.proxy._http_body import DEFAULT_LISTEN, fields, flag, kind, parse_json, text
+from faults.proxy.errors import BadRequest, ProxyAPIError
 from faults.proxy.proxy import Proxy
 from faults.proxy.server import ProxyServer
 
@@ -69,7 +72,7 @@ def _validate(data: Any) -> list[_Entry]:
 def _apply(server: ProxyServer, entry: _Entry) -> Proxy:
     existing = server.proxies.get(entry.name)
     if existing is not None:
-        if existing.listen == entry.listen and existing.upstream == entry.upstream:
+        if same_listen(existing.listen, entry.listen) and existing.upstream == entry.upstream:
             return existing
         server.delete_proxy(entry.name)
     return server.create_proxy(entry.name, entry.listen, entry.upstream, enabled=entry.enabled)

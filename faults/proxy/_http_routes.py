@@ -11,10 +11,10 @@ from collections.abc import Callable
 from importlib import metadata
 from urllib.parse import unquote
 
-from chaos.errors import BadRequest, ProxyAPIError
 from faults.proxy._http_body import DEFAULT_LISTEN, fields, flag, number, parse_json, text
 from faults.proxy._http_populate import populate
 from faults.proxy._http_wire import HttpRequest, HttpResponse, json_response
+from faults.proxy.errors import BadRequest, ProxyAPIError
 from faults.proxy.server import ProxyServer
 
 #: The reference version whose API this speaks, with ours as semver build metadata.

@@ -29,7 +29,13 @@ from chaos.errors import ConfigError
 from faults.proxy._address import bind_listener, join_host_port
 from faults.proxy._http_routes import handle
 from faults.proxy._http_wire import HttpLimits, serve_connection
-from faults.proxy.server import Observer, ProxyServer, open_proxy_server
+from faults.proxy.server import (
+    RUN_SEED_MAX,
+    Observer,
+    ProxyServer,
+    check_options,
+    open_proxy_server,
+)
 
 __all__ = ["HttpLimits", "api_url", "open_http_api", "open_toxiproxy", "serve_http"]
 
@@ -77,7 +83,10 @@ async def open_toxiproxy(
     limits: HttpLimits = _LIMITS,
 ) -> AsyncIterator[tuple[ProxyServer, str]]:
     """A proxy server and its HTTP API (the API port is bound first, so a taken port
-    raises a plain ``BindError``); yields the server and the API's base URL."""
+    raises a plain ``BindError``); yields the server and the API's base URL. ``seed`` is a
+    run seed (0 to 2**63-1, as ``chaos run --seed``); bad options raise ``ConfigError``
+    before anything is bound."""
+    check_options(seed, dial_timeout, busy_poll_us, seed_max=RUN_SEED_MAX)
     async with _bind(host, port) as listener:
         url = api_url(host, _bound_port(listener))
         async with (

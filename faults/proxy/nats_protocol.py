@@ -60,30 +60,77 @@ class Frame:
         """A JetStream delivery: a MSG/HMSG whose reply subject is a ``$JS.ACK.`` subject."""
         return self.op in (b"MSG", b"HMSG") and self.reply.startswith("$JS.ACK.")
 
-    def _ack_token(self, v1_index: int) -> int:
-        """A number of a ``$JS.ACK.`` subject (v1 layout index; v2 adds domain and hash)."""
-        subject = self.subject if self.op in (b"PUB", b"HPUB") else self.reply
-        tokens = subject.split(".")
-        try:
-            return int(tokens[v1_index + 2] if len(tokens) >= 12 else tokens[v1_index])
-        except (IndexError, ValueError):
-            return 0
+    @property
+    def ack(self) -> AckSubject | None:
+        """The ack subject of a JetStream ack (its subject) or delivery (its reply), parsed;
+        None when there is none or it follows neither layout."""
+        return parse_ack_subject(self.subject if self.op in (b"PUB", b"HPUB") else self.reply)
 
     @property
     def stream_sequence(self) -> int:
-        """The stream sequence of the message a JetStream ack or delivery is about."""
-        return self._ack_token(5)
+        """The stream sequence of the message a JetStream ack or delivery is about (0 if
+        the frame carries no ack subject)."""
+        ack = self.ack
+        return ack.stream_sequence if ack else 0
 
     @property
     def delivery_count(self) -> int:
-        """The delivery count of a JetStream delivery, from its reply subject:
-        ``$JS.ACK.<stream>.<consumer>.<delivered>...`` (or, with a domain and account hash,
-        ``$JS.ACK.<domain>.<hash>.<stream>.<consumer>.<delivered>...``)."""
-        tokens = self.reply.split(".")
-        try:
-            return int(tokens[6] if len(tokens) >= 12 else tokens[4])
-        except (IndexError, ValueError):
-            return 0
+        """How many times the message of a JetStream delivery has been delivered (0 if the
+        frame carries no ack subject)."""
+        ack = self.ack
+        return ack.delivered if ack else 0
+
+
+@dataclass(frozen=True, slots=True)
+class AckSubject:
+    """The fields of a JetStream ack subject, whichever of its two layouts it uses::
+
+        $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>        (9 tokens)
+        $JS.ACK.<domain>.<account-hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>
+               .<tm>.<pending>[.<token>...]                                          (11+ tokens)
+
+    The first is what nats-server sends (domain or not); the second is ADR-15's newer
+    layout, which the NATS clients accept from 11 tokens on (the random 12th token, and
+    any after it, may change). ``domain`` is "" in the old layout and for ``_``.
+    """
+
+    stream: str
+    consumer: str
+    delivered: int
+    stream_sequence: int
+    consumer_sequence: int
+    timestamp_ns: int
+    pending: int
+    domain: str = ""
+    account_hash: str = ""
+
+
+def parse_ack_subject(subject: str) -> AckSubject | None:
+    """The fields of ``subject`` if it is a JetStream ack subject in either layout."""
+    tokens = subject.split(".")
+    if len(tokens) < 9 or tokens[0] != "$JS" or tokens[1] != "ACK":
+        return None
+    if len(tokens) == 9:
+        domain, account_hash, fields = "", "", tokens[2:]
+    elif len(tokens) >= 11:
+        domain, account_hash, fields = tokens[2], tokens[3], tokens[4:11]
+    else:
+        return None
+    stream, consumer, *text = fields
+    if not (stream and consumer) or not all(t.isascii() and t.isdigit() for t in text):
+        return None
+    delivered, sseq, cseq, tm, pending = (int(t) for t in text)
+    return AckSubject(
+        stream,
+        consumer,
+        delivered,
+        sseq,
+        cseq,
+        tm,
+        pending,
+        "" if domain == "_" else domain,
+        account_hash,
+    )
 
 
 def split_frames(buffer: bytes) -> tuple[list[Frame], bytes]:

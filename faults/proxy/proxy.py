@@ -3,30 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import trio
 
-from chaos.errors import BadRequest, InvalidToxic, ToxicExists, ToxicNotFound
 from faults.proxy._address import bind_listener, split_host_port
 from faults.proxy._connection import Connection
 from faults.proxy._spec import ToxicSpec
+from faults.proxy._stage import Emit
+from faults.proxy.errors import BadRequest, InvalidToxic, ToxicExists, ToxicNotFound
 from faults.proxy.toxics import TOXIC_TYPES
 
-if TYPE_CHECKING:
-    from faults.proxy.server import ProxyServer
-
 STREAMS = ("upstream", "downstream")
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyRuntime:
+    """What a server hands each proxy it builds: the run seed, where events go, where
+    tasks run, how long an upstream may take to accept, the fast path's busy-poll budget."""
+
+    seed: int
+    emit: Emit
+    spawn: Callable[..., None]
+    dial_timeout: float = 5.0
+    busy_poll_s: float = 0.0
 
 
 class Proxy:
     """A Toxiproxy proxy. Create it through ``ProxyServer.create_proxy``."""
 
     def __init__(
-        self, server: ProxyServer, name: str, listen: str, upstream: str, enabled: bool
+        self, runtime: ProxyRuntime, name: str, listen: str, upstream: str, enabled: bool
     ) -> None:
         self.check_upstream(upstream)
-        self.server = server
+        self._runtime = runtime
         self.name = name
         self.listen = listen
         self.upstream = upstream
@@ -49,10 +60,10 @@ class Proxy:
 
     @property
     def seed(self) -> int:
-        return self.server.seed
+        return self._runtime.seed
 
-    def emit(self, event: str, **fields: Any) -> None:
-        self.server.emit(event, proxy=self.name, **fields)
+    def emit(self, event: str, /, **fields: Any) -> None:
+        self._runtime.emit(event, proxy=self.name, **fields)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -64,7 +75,7 @@ class Proxy:
         self._listener = sock
         self._scope = trio.CancelScope()
         self.enabled = True
-        self.server.spawn(self._serve, sock, self._scope)
+        self._runtime.spawn(self._serve, sock, self._scope)
 
     def stop(self) -> None:
         """Close the listener and every connection."""
@@ -97,14 +108,24 @@ class Proxy:
         host, port = split_host_port(self.upstream, "upstream")
         server: trio.SocketStream | None = None
         try:
-            with trio.move_on_after(self.server.dial_timeout):
+            with trio.move_on_after(self._runtime.dial_timeout):
                 server = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             self.emit("dial_failed", conn=index, upstream=self.upstream, error=str(exc))
         if server is None:
             client.socket.close()
             return
-        conn = Connection(self, index, client, server)
+        conn = Connection(
+            index,
+            client,
+            server,
+            upstream=self.specs("upstream"),
+            downstream=self.specs("downstream"),
+            seed=self._runtime.seed,
+            proxy=self.name,
+            emit=self.emit,
+            busy_poll_s=self._runtime.busy_poll_s,
+        )
         self.connections.add(conn)
         self.emit("connection_opened", conn=index, upstream=self.upstream)
         for hook in list(self._connection_hooks):

@@ -13,24 +13,48 @@ Leaving the block closes every listener and connection. The HTTP API
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
-from chaos.errors import BadRequest, ConfigError, ProxyExists, ProxyNotFound
-from faults.proxy.proxy import Proxy
+from chaos.errors import ConfigError
+from faults.proxy.errors import BadRequest, ProxyExists, ProxyNotFound
+from faults.proxy.proxy import Proxy, ProxyRuntime
 
 Observer = Callable[[dict[str, Any]], None]
 
 #: Proxy names are path segments of the HTTP API.
 _MAX_NAME = 256
 
+#: A server's seed: any 64-bit value (a run hands it one derived from the run seed).
+SEED_MAX = 2**64 - 1
+#: The seeds ``chaos run --seed`` takes (an int64 in every trace); ``open_toxiproxy`` (the
+#: ``chaos proxy serve --seed`` of a user) takes the same. To become ``chaos.rng.SEED_MAX``.
+RUN_SEED_MAX = 2**63 - 1
+
+
+def check_options(
+    seed: Any, dial_timeout: Any, busy_poll_us: Any, *, seed_max: int = SEED_MAX
+) -> None:
+    """Refuse server options no run could use (``ConfigError``), before anything starts."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= seed_max:
+        bound = {RUN_SEED_MAX: "2**63-1", SEED_MAX: "2**64-1"}.get(seed_max, str(seed_max))
+        raise ConfigError(f"seed must be between 0 and {bound}, got {seed!r}")
+    if not isinstance(dial_timeout, int | float) or not (
+        math.isfinite(dial_timeout) and dial_timeout > 0
+    ):
+        raise ConfigError(f"dial timeout must be a finite number > 0, got {dial_timeout!r}")
+    if not isinstance(busy_poll_us, int | float) or not 0 <= busy_poll_us <= 1_000_000:
+        raise ConfigError(f"busy_poll_us must be between 0 and 1000000, got {busy_poll_us}")
+
 
 class ProxyServer:
     """Proxies by name. Methods are synchronous: binding happens at once, so errors are
-    raised to the caller; traffic runs in the server's nursery."""
+    raised to the caller; traffic runs in the server's nursery. ``seed`` is any 64-bit
+    value; see ``open_proxy_server`` for the rest."""
 
     def __init__(
         self,
@@ -41,6 +65,7 @@ class ProxyServer:
         dial_timeout: float = 5.0,
         busy_poll_us: float = 0.0,
     ) -> None:
+        check_options(seed, dial_timeout, busy_poll_us)
         self._nursery = nursery
         self.seed = seed
         self.dial_timeout = dial_timeout
@@ -48,8 +73,9 @@ class ProxyServer:
         self.busy_poll_s = busy_poll_us / 1e6
         self._observers: list[Observer] = [observer] if observer else []
         self.proxies: dict[str, Proxy] = {}
+        self._runtime = ProxyRuntime(seed, self.emit, self.spawn, dial_timeout, self.busy_poll_s)
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, /, **fields: Any) -> None:
         record = {"event": event, **fields}
         for observer in self._observers:
             observer(record)
@@ -72,7 +98,7 @@ class ProxyServer:
         _check_name(name)
         if name in self.proxies:
             raise ProxyExists()
-        proxy = Proxy(self, name, listen, upstream, enabled)
+        proxy = Proxy(self._runtime, name, listen, upstream, enabled)
         self.proxies[name] = proxy
         self.emit("proxy_created", **proxy.to_json())
         return proxy
@@ -155,8 +181,7 @@ async def open_proxy_server(
     forwarding thread polls that long before it sleeps (off by default: a run shares its
     cores with the services under test).
     """
-    if not 0 <= busy_poll_us <= 1_000_000:
-        raise ConfigError(f"busy_poll_us must be between 0 and 1000000, got {busy_poll_us}")
+    check_options(seed, dial_timeout, busy_poll_us)
     async with trio.open_nursery() as nursery:
         server = ProxyServer(
             nursery,

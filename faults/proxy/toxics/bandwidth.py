@@ -36,7 +36,7 @@ class BandwidthToxic(Toxic):
                 chunk = Chunk(rest, chunk.stamp)
                 stage.pending[0] = chunk
                 if not rest:
-                    stage.drop()
+                    stage.release()
                     break
             else:
                 await stage.forward()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from chaos.errors import BadRequest
+from faults.proxy.errors import BadRequest
 
 if TYPE_CHECKING:
     from faults.proxy._stage import Stage
@@ -16,7 +16,10 @@ class Toxic:
     A toxic instance holds its (validated) attributes and is immutable: an update builds a
     new instance. ``pipe`` runs once per direction of each connection the toxic is active
     on; it is cancelled when the chain changes and must keep every chunk it holds in
-    ``stage.pending`` so nothing is lost (see ``faults.proxy._stage``).
+    ``stage.pending`` so nothing is lost (see ``faults.proxy._stage``). A chunk it has sent
+    on in pieces is let go with ``stage.release()``; one it discards goes through
+    ``stage.drop()`` (or ``stage.close()``), which commits the direction to ending the
+    connection: a stream with a gap is never continued, even after the toxic is removed.
     """
 
     type_name: ClassVar[str] = ""

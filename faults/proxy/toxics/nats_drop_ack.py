@@ -2,7 +2,8 @@
 
 An extension toxic (upstream: client to server). It drops ``count`` ack frames (a PUB to a
 ``$JS.ACK.`` subject with an empty or ``+ACK`` body) after letting ``skip`` pass; ``count``
-0 drops every ack. ``stream`` limits it to acks whose ``$JS.ACK.<stream>.`` matches. With
+0 drops every ack. ``stream`` limits it to acks of that JetStream stream (read from either
+ack-subject layout, see ``faults.proxy.nats_protocol.AckSubject``). With
 ``same_message`` 1 it pins the first message whose ack it drops and drops only that
 message's acks: one message is then delivered ``count + 1`` times.
 """
@@ -26,23 +27,21 @@ class NatsDropAckToxic(FrameToxic):
     def on_frame(self, stage: Stage, frame: Frame, reports: list[Report]) -> list[bytes]:
         if not frame.is_js_ack:
             return [frame.raw]
+        ack = frame.ack
         stream = self.text("stream")
-        if stream and frame.subject.split(".")[2:3] != [stream]:
+        if stream and (ack is None or ack.stream != stream):
             return [frame.raw]
+        sequence = ack.stream_sequence if ack else 0
         seen = int(stage.state.get("seen", 0))
         dropped = int(stage.state.get("dropped", 0))
         stage.state["seen"] = seen + 1
         if seen < self.skip or (self.count and dropped >= self.count):
             return [frame.raw]
         if self.same_message:
-            pinned = stage.state.setdefault("message", frame.stream_sequence)
-            if pinned != frame.stream_sequence:
+            pinned = stage.state.setdefault("message", sequence)
+            if pinned != sequence:
                 return [frame.raw]
         stage.state["dropped"] = dropped + 1
-        reports.append(
-            (
-                "frame_dropped",
-                {"op": "ack", "subject": frame.subject, "stream_sequence": frame.stream_sequence},
-            )
-        )
+        fields = {"op": "ack", "subject": frame.subject, "stream_sequence": sequence}
+        reports.append(("frame_dropped", fields))
         return []

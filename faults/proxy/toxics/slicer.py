@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from chaos.errors import BadRequest
 from faults.proxy._chunk import Chunk
+from faults.proxy.errors import BadRequest
 from faults.proxy.toxics.base import Toxic
 
 if TYPE_CHECKING:
@@ -46,4 +46,4 @@ class SlicerToxic(Toxic):
                     stage.pending[0] = Chunk(data, chunk.stamp)
                     if self.delay:
                         await trio.sleep(self.delay / 1_000_000)
-            stage.drop()
+            stage.release()

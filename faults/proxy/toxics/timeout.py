@@ -28,5 +28,4 @@ class TimeoutToxic(Toxic):
                 chunk = await stage.receive()
                 stage.drop()
             if idle.cancelled_caught or chunk.eof:
-                stage.direction.connection.abort(reason="timeout")
-                await trio.sleep_forever()
+                await stage.abort("timeout")

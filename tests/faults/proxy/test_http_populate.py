@@ -25,6 +25,15 @@ def _free_port() -> int:
         return port
 
 
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("raw", [b"[]", b"null", b" [ ] "])
 async def test_empty_input_gives_an_empty_array(api: tuple[ProxyServer, int], raw: bytes) -> None:
     reply = await call(api[1], "POST", "/populate", raw=raw)
@@ -108,6 +117,43 @@ async def test_same_config_is_left_alone(api: tuple[ProxyServer, int]) -> None:
     assert kept["enabled"] is False
     assert [t["name"] for t in kept["toxics"]] == ["latency_downstream"]
     assert kept == server.get_proxy("keep").to_json()
+
+
+@pytest.mark.parametrize(
+    ("stored", "written"),
+    [
+        ("127.0.0.1:{port}", "localhost:{port}"),
+        ("localhost:{port}", "127.0.0.1:{port}"),
+        pytest.param(
+            "[::1]:{port}",
+            "[0:0::1]:{port}",
+            marks=pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback"),
+        ),
+    ],
+)
+async def test_same_address_written_differently_is_left_alone(
+    api: tuple[ProxyServer, int], stored: str, written: str
+) -> None:
+    """Toxiproxy resolves the listen address before comparing: the proxy, its toxics and
+    its live connections stay (the reference's own API suite checks this)."""
+    server, port = api
+    free = _free_port()
+    await call(
+        port,
+        "POST",
+        "/proxies",
+        {"name": "db", "listen": stored.format(port=free), "upstream": "127.0.0.1:9"},
+    )
+    await call(port, "POST", "/proxies/db/toxics", {"type": "latency"})
+    before = server.get_proxy("db")
+
+    entry = {"name": "db", "listen": written.format(port=free), "upstream": "127.0.0.1:9"}
+    reply = await call(port, "POST", "/populate", [entry])
+    assert reply.status == 201
+    (kept,) = reply.json()["proxies"]
+    assert [t["name"] for t in kept["toxics"]] == ["latency_downstream"]
+    assert server.get_proxy("db") is before
+    assert kept == before.to_json()
 
 
 async def test_different_upstream_or_listen_replaces(api: tuple[ProxyServer, int]) -> None:

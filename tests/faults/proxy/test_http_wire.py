@@ -8,16 +8,18 @@ import re
 import socket
 from collections.abc import AsyncIterator
 from functools import partial
+from typing import Any
 
 import h11
 import pytest
 import trio
 
-from chaos.errors import BindError, ConfigError
+from chaos.errors import ConfigError
 from faults.proxy import ProxyServer, open_proxy_server
 from faults.proxy import http as http_module
 from faults.proxy._http_routes import handle
 from faults.proxy._http_wire import HttpRequest, HttpResponse
+from faults.proxy.errors import BindError
 from faults.proxy.http import HttpLimits, open_http_api, open_toxiproxy, serve_http
 from tests.faults.proxy.http_helpers import call, port_of, read_all, read_reply
 
@@ -276,4 +278,38 @@ async def test_api_port_in_use_is_a_plain_bind_error() -> None:
 async def test_bad_api_address_is_a_config_error(host: str, port: int) -> None:
     with pytest.raises(ConfigError):
         async with open_toxiproxy(host, port):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"seed": -1}, "seed must be between 0 and 2**63-1, got -1"),
+        ({"seed": 2**63}, "seed must be between 0 and 2**63-1, got 9223372036854775808"),
+        ({"seed": True}, "seed must be between 0 and 2**63-1, got True"),
+        ({"dial_timeout": 0}, "dial timeout must be a finite number > 0, got 0"),
+        ({"dial_timeout": float("inf")}, "dial timeout must be a finite number > 0, got inf"),
+        ({"dial_timeout": float("nan")}, "dial timeout must be a finite number > 0, got nan"),
+        ({"busy_poll_us": float("nan")}, "busy_poll_us must be between 0 and 1000000, got nan"),
+    ],
+)
+async def test_toxiproxy_takes_the_seeds_a_run_takes_and_checks_before_binding(
+    options: dict[str, Any], message: str
+) -> None:
+    """``chaos proxy serve``'s options: a run seed (0..2**63-1, as ``chaos run``), finite
+    timeouts; refused before the API port is bound (a taken port is not even noticed)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        with pytest.raises(ConfigError) as caught:
+            async with open_toxiproxy(port=taken.getsockname()[1], **options):
+                pass
+    assert str(caught.value) == message
+
+
+async def test_a_server_takes_any_64_bit_seed_a_run_derives() -> None:
+    async with open_proxy_server(seed=2**64 - 1) as server:
+        assert server.seed == 2**64 - 1
+    with pytest.raises(ConfigError, match=r"between 0 and 2\*\*64-1, got 18446744073709551616"):
+        async with open_proxy_server(seed=2**64):
             pass

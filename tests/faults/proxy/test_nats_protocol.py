@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from faults.proxy.nats_protocol import NotNats, split_frames
+from faults.proxy.nats_protocol import AckSubject, NotNats, parse_ack_subject, split_frames
 
 STREAM = (
     b'INFO {"server_id":"x","jetstream":true}\r\n'
@@ -68,3 +68,62 @@ def test_ack_and_delivery_name_the_same_stream_sequence() -> None:
     frames, _ = split_frames(STREAM)
     msg, ack = frames[2], frames[4]
     assert msg.stream_sequence == ack.stream_sequence == 7
+
+
+V1_ACK = "$JS.ACK.ORDERS.charger.2.10.31.1795951777146411440.4"
+V2_ACK = "$JS.ACK.HUB.ACCHASH.ORDERS.charger.2.10.31.1795951777146411440.4.r4nd0m"
+
+
+@pytest.mark.parametrize(
+    ("subject", "domain", "account_hash"),
+    [
+        (V1_ACK, "", ""),
+        (V2_ACK, "HUB", "ACCHASH"),
+        # No domain is "_"; the clients accept the newer layout without its last token.
+        ("$JS.ACK._.ACCHASH.ORDERS.charger.2.10.31.1795951777146411440.4", "", "ACCHASH"),
+    ],
+    ids=["old-9-tokens", "new-12-tokens", "new-11-tokens-no-domain"],
+)
+def test_both_ack_layouts_give_the_same_fields(
+    subject: str, domain: str, account_hash: str
+) -> None:
+    assert parse_ack_subject(subject) == AckSubject(
+        stream="ORDERS",
+        consumer="charger",
+        delivered=2,
+        stream_sequence=10,
+        consumer_sequence=31,
+        timestamp_ns=1795951777146411440,
+        pending=4,
+        domain=domain,
+        account_hash=account_hash,
+    )
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "$JS.ACK.ORDERS.charger.2.10.31.1795951777146411440",  # 8 tokens
+        "$JS.ACK.HUB.ORDERS.charger.2.10.31.1795951777146411440.4",  # 10 tokens
+        "$JS.ACK.ORDERS.charger.two.10.31.1795951777146411440.4",  # not a number
+        "$JS.ACK.ORDERS.charger.-2.10.31.1795951777146411440.4",
+        "$JS.ACK..charger.2.10.31.1795951777146411440.4",  # no stream
+        "$JS.API.ORDERS.charger.2.10.31.1795951777146411440.4",
+        "orders.new",
+        "",
+    ],
+)
+def test_what_is_not_an_ack_subject(subject: str) -> None:
+    assert parse_ack_subject(subject) is None
+
+
+@pytest.mark.parametrize("ack", [V1_ACK, V2_ACK], ids=["old", "new"])
+def test_frames_read_sequence_and_delivery_count_from_either_layout(ack: str) -> None:
+    stream = f"MSG orders.new 1 {ack} 5\r\nhello\r\nPUB {ack} 0\r\n\r\n".encode()
+    (delivery, reply), rest = split_frames(stream)
+    assert rest == b""
+    assert delivery.is_js_delivery
+    assert reply.is_js_ack
+    assert (delivery.delivery_count, delivery.stream_sequence) == (2, 10)
+    assert reply.ack is not None
+    assert (reply.ack.stream, reply.stream_sequence) == ("ORDERS", 10)
