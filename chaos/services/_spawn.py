@@ -30,6 +30,7 @@ from pathlib import Path
 import trio
 
 _PR_SET_PDEATHSIG = 1
+_POLL_S = 0.02
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 
@@ -82,7 +83,10 @@ class Child:
         self.pid = popen.pid
         self.stdout = stdout
         self.stderr = stderr
-        self._pidfd: int | None = os.pidfd_open(popen.pid)
+        try:
+            self._pidfd: int | None = os.pidfd_open(popen.pid)
+        except (AttributeError, OSError):  # Linux < 5.3: poll instead
+            self._pidfd = None
         self._wait_lock = trio.Lock()
 
     @property
@@ -95,6 +99,8 @@ class Child:
         async with self._wait_lock:
             if self._popen.poll() is None and self._pidfd is not None:
                 await trio.lowlevel.wait_readable(self._pidfd)
+            while self._popen.poll() is None:  # noqa: ASYNC110 - no pidfd: nothing to wait on
+                await trio.sleep(_POLL_S)
             code = self._popen.wait()
             if self._pidfd is not None:
                 fd, self._pidfd = self._pidfd, None
