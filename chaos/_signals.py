@@ -20,10 +20,11 @@ the entry point installs the handlers before anything heavy is imported.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -86,6 +87,7 @@ class Interrupted(BaseException):
 _installed = False
 _received: int | None = None  # the first handled signal this process got
 _hurry = False
+_deferring = False
 _emergency_hooks: list[Callable[[], None]] = []
 
 
@@ -126,10 +128,25 @@ def _reset_for_tests() -> None:
 
 def _handler(signum: int, frame: FrameType | None) -> None:
     first = _note(signum)
-    if _in_trio():
-        return  # run() picks it up; never raise inside trio's machinery
+    if _in_trio() or _deferring:
+        return  # run() or deferred() picks it up; never raise inside trio or a cleanup
     if first:
         raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """A block that a signal must not cut short (a synchronous cleanup): a signal arriving
+    inside is raised as ``Interrupted`` when the block ends."""
+    global _deferring
+    outer, _deferring = _deferring, True
+    before = _received
+    try:
+        yield
+    finally:
+        _deferring = outer
+    if not outer and _installed and before is None and _received is not None and not _in_trio():
+        raise Interrupted(_received)
 
 
 def _in_trio() -> bool:

@@ -67,6 +67,18 @@ def test_a_signal_in_plain_code_raises_interrupted(handlers: None) -> None:
     assert _signals.received() == signal.SIGHUP
 
 
+def test_a_synchronous_cleanup_is_not_cut_short(handlers: None) -> None:
+    steps = []
+    with pytest.raises(_signals.Interrupted) as caught:
+        with _signals.deferred():
+            signal.raise_signal(signal.SIGTERM)
+            for _ in range(1000):
+                pass
+            steps.append("cleanup done")
+    assert steps == ["cleanup done"]
+    assert caught.value.signum == signal.SIGTERM
+
+
 def test_a_guarded_run_cancels_its_work_and_cleanup_finishes_whatever_comes(
     handlers: None,
 ) -> None:

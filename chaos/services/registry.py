@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos import _signals
 from chaos.services._reaper import read_entry
 
 MARKER = "CHAOS_RUN_ID"
@@ -270,14 +271,15 @@ class Registration:
         """Kill whatever of this run is still alive, remove its dirs and files, and drop the
         registration (kept, unlocked, if something could not be removed: a later command
         reaps it)."""
-        reaped = reap(self.record(), reason="the run ended")
-        _live.discard(self)
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            if reaped.complete:
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.unlink()
-            os.close(fd)
+        with _signals.deferred():
+            reaped = reap(self.record(), reason="the run ended")
+            _live.discard(self)
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                if reaped.complete:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.path.unlink()
+                os.close(fd)
         return reaped
 
 
@@ -337,13 +339,7 @@ def _emergency() -> None:
         registration.close()
 
 
-def _install_emergency_hook() -> None:
-    from chaos import _signals
-
-    _signals.add_emergency_hook(_emergency)
-
-
-_install_emergency_hook()
+_signals.add_emergency_hook(_emergency)
 
 
 # -- finding and reaping ----------------------------------------------------------------
@@ -666,7 +662,11 @@ def collect(directory: Path | None = None, *, wait: bool = True, orphans: bool =
     entries = sorted(os.listdir(directory))
     if not orphans and not any(n.endswith((_SUFFIX, ".tmp")) for n in entries):
         return report  # the common case: nothing registered, nothing to lock
-    directory = _ensure_private_dir(directory)
+    with _signals.deferred():
+        return _collect_locked(_ensure_private_dir(directory), report, wait, orphans)
+
+
+def _collect_locked(directory: Path, report: GcReport, wait: bool, orphans: bool) -> GcReport:
     lock_fd = os.open(directory / ".gc.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         try:
