@@ -3,8 +3,7 @@
 Each raises ``ConfigError`` (exit 2, one line) and touches nothing: no folder is created and
 no file is written, so a command can check all of its options before anything starts.
 
-- seeds: ``0 <= seed <= SEED_MAX`` (2**63-1: a seed is hashed, never used as a C long, but
-  one bound everywhere keeps a seed that works in one command working in all of them)
+- seeds: ``chaos.rng.check_seed`` (0 to 2**63-1), re-exported here
 - durations: finite and > 0 (or >= 0 where zero means "at once"); nan and inf refused
 - ports: 1-65535 (0 only where it means "any free port")
 - output paths: a file path whose folder exists or can be created, writable, not a folder
@@ -19,16 +18,17 @@ import tempfile
 from pathlib import Path
 
 from chaos.errors import ConfigError
+from chaos.rng import SEED_MAX, check_seed
 
-#: The largest seed any command accepts (chaos.rng.SEED_MAX once it exists there).
-SEED_MAX = 2**63 - 1
-
-
-def check_seed(seed: int, what: str = "seed") -> int:
-    if not 0 <= seed <= SEED_MAX:
-        raise ConfigError(f"{what} must be between 0 and 2**63-1, got {seed}")
-    return seed
-
+__all__ = [
+    "SEED_MAX",
+    "check_duration",
+    "check_finite",
+    "check_out_dir",
+    "check_out_file",
+    "check_port",
+    "check_seed",
+]
 
 def check_finite(value: float, what: str) -> float:
     if not math.isfinite(value):

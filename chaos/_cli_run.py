@@ -8,15 +8,15 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from chaos import _signals
-from chaos._checks import SEED_MAX, check_out_file, check_seed
+from chaos._checks import check_out_file
+from chaos._cli_out import status_line, verdict_table
 from chaos.errors import ConfigError
+from chaos.rng import check_seed
 from chaos.run import RunOptions, RunResult, default_trace_path, run_scenario
 from chaos.scenario import load_scenario
-
-MAX_SEED = SEED_MAX  # the old name
 
 
 def check_external(postgres_dsn: str | None, nats_url: str | None) -> None:
@@ -46,12 +46,7 @@ def run_command(
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
     check_out_file(out or default_trace_path(loaded.id, variant, seed), "--out", "trace")
-    err = Console(stderr=True)
-    with err.status(f"chaos run {loaded.id} --seed {seed}: starting") as status:
-
-        def progress(phase: str) -> None:
-            status.update(f"chaos run {loaded.id} --variant {variant} --seed {seed}: {phase}")
-
+    with status_line(f"chaos run {loaded.id} --variant {variant} --seed {seed}") as progress:
         options = RunOptions(
             loaded,
             seed,
@@ -72,21 +67,12 @@ def run_command(
 def print_result(result: RunResult) -> None:
     out = Console(soft_wrap=True)
     schedule = result.schedule.events
+    faults = ", ".join(f"{e.id} {e.kind.value} {e.target}" for e in schedule) or "none"
     out.print(
-        f"[bold]{result.scenario}[/] variant [bold]{result.variant}[/] seed {result.seed}: "
-        f"{len(schedule)} fault(s): "
-        + (", ".join(f"{e.id} {e.kind.value} {e.target}" for e in schedule) or "none")
+        f"[bold]{escape(result.scenario)}[/] variant [bold]{escape(result.variant)}[/] seed "
+        f"{result.seed}: {len(schedule)} fault(s): {escape(faults)}"
     )
-    table = Table("invariant", "verdict", "explanation")
-    for verdict in result.verdicts:
-        if verdict.valid is True:
-            mark = "[green]held[/]"
-        elif verdict.valid is False:
-            mark = "[red]VIOLATED[/]"
-        else:
-            mark = "[yellow]unknown[/]"
-        table.add_row(verdict.name, mark, verdict.explanation)
-    out.print(table)
+    out.print(verdict_table(result.verdicts))
     if not result.settled:
         out.print("[yellow]the system did not settle within the scenario's timeout[/]")
     held = "all invariants held" if result.held else "invariants violated"

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from chaos._checks import check_out_file, check_seed
+from chaos._checks import check_out_file
+from chaos._cli_out import status_line, verdict_table
+from chaos.rng import check_seed
 from chaos.scenario import load_scenario
 from chaos.search import SearchResult, check_budget, default_search_trace, search_scenario
 
@@ -30,9 +31,7 @@ def search_command(
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
     check_out_file(out or default_search_trace(loaded.id, variant), "--out", "trace")
-    label = f"chaos search {loaded.id} --variant {variant} --seed {seed}"
-    err = Console(stderr=True, highlight=False)
-    with err.status(f"{label}: starting") as status:
+    with status_line(f"chaos search {loaded.id} --variant {variant} --seed {seed}") as progress:
         result = search_scenario(
             loaded,
             variant,
@@ -41,7 +40,7 @@ def search_command(
             max_examples=max_examples,
             max_shrinks=max_shrinks,
             out=out,
-            progress=lambda message: status.update(f"{label}: {escape(message)}"),
+            progress=progress,
         )
     if as_json:
         print(json.dumps(result.to_json(loaded.id, variant), sort_keys=True, default=str))
@@ -71,12 +70,5 @@ def print_search(result: SearchResult, scenario: str, variant: str, invariant: s
             f"  {event.id} {event.kind.value} {escape(str(event.target))}"
             f" ({escape(params) or 'defaults'}), trigger {escape(trigger)}{lasting}"
         )
-    table = Table("invariant", "verdict", "explanation")
-    for verdict in result.verdicts:
-        if verdict.valid is True:
-            mark = "[green]held[/]"
-        else:
-            mark = "[red]VIOLATED[/]" if verdict.valid is False else "[yellow]unknown[/]"
-        table.add_row(verdict.name, mark, escape(verdict.explanation))
-    out.print(table)
+    out.print(verdict_table(result.verdicts))
     out.print(f"trace: {escape(str(result.trace))}  (reproduce: chaos replay {result.trace})")

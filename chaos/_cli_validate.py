@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from chaos import _signals
-from chaos._checks import SEED_MAX, check_out_dir
+from chaos._checks import check_out_dir
+from chaos._cli_out import status_line, verdict_mark
 from chaos.errors import ConfigError
+from chaos.rng import check_seed
 from chaos.scenario import load_scenario
 from chaos.validate import (
     CAUGHT,
@@ -24,7 +25,7 @@ from chaos.validate import (
     validate,
 )
 
-MAX_SEEDS, MAX_REPLAYS, MAX_SEED = 1000, 100, SEED_MAX
+MAX_SEEDS, MAX_REPLAYS = 1000, 100
 
 
 def default_out_dir(scenario: str) -> Path:
@@ -37,8 +38,8 @@ def check_input(seeds: int, first_seed: int, replays: int) -> None:
         raise ConfigError(f"--seeds must be between 1 and {MAX_SEEDS}, got {seeds}")
     if not 1 <= replays <= MAX_REPLAYS:
         raise ConfigError(f"--replays must be between 1 and {MAX_REPLAYS}, got {replays}")
-    if not 0 <= first_seed <= MAX_SEED - seeds:
-        raise ConfigError(f"--first-seed must be between 0 and 2**63-1-seeds, got {first_seed}")
+    check_seed(first_seed, "--first-seed")
+    check_seed(first_seed + seeds - 1, "the last held-out seed (--first-seed + --seeds - 1)")
 
 
 def validate_command(
@@ -53,17 +54,15 @@ def validate_command(
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
-    err = Console(stderr=True)
-    label = f"chaos validate {loaded.id}"
-    with err.status(f"{label}: starting") as status:
+    with status_line(f"chaos validate {loaded.id}") as say:
         step = {"name": "starting"}
 
-        def phase(name: str) -> None:
-            status.update(f"{label}: {step['name']}: {name}")
+        def phase(name: str) -> None:  # a run's phase, within the current step
+            say(f"{step['name']}: {name}")
 
         def progress(message: str) -> None:
             step["name"] = message
-            status.update(f"{label}: {message}")
+            say(message)
 
         report = _signals.run(
             partial(
@@ -85,12 +84,6 @@ def validate_command(
     return report.exit_code
 
 
-def _validity(valid: Any) -> str:
-    if valid is True:
-        return "[green]held[/]"
-    return "[red]VIOLATED[/]" if valid is False else "[yellow]unknown[/]"
-
-
 def print_report(report: ValidationReport, out: Console | None = None) -> None:
     """The golden table, the variants table and the one-line conclusion."""
     out = out or Console(highlight=False, soft_wrap=True)
@@ -102,7 +95,7 @@ def print_report(report: ValidationReport, out: Console | None = None) -> None:
         verdicts = (
             f"[red]harness error[/]: {escape(run.error)}"
             if run.error
-            else ", ".join(f"{n} {_validity(v)}" for n, v in run.verdicts.items())
+            else ", ".join(f"{n} {verdict_mark(v)}" for n, v in run.verdicts.items())
         )
         settled = "yes" if run.settled else "[red]no[/]"
         table.add_row(str(seed), verdicts, settled, escape(str(run.trace)))

@@ -14,8 +14,8 @@ own SIGINT handler while ours is in place, so a second Ctrl-C cannot cut a clean
 
 ``install()`` is for the ``chaos`` program only (``chaos.__main__``): a library or a test
 that imports the harness keeps Python's default handlers, and ``run`` is then plain
-``trio.run``. This module imports nothing of the project and trio only when a run starts, so
-the entry point installs the handlers before anything heavy is imported.
+``trio.run``. This module imports only ``chaos.errors`` (the ground floor) and trio only when a run
+starts, so the entry point installs the handlers before anything heavy is imported.
 """
 
 from __future__ import annotations
@@ -28,15 +28,19 @@ from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from chaos.errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
+
 if TYPE_CHECKING:
     import trio
 
 T = TypeVar("T")
 
-# Exit codes of a run stopped by a signal: the shell's 128 + signal number.
-EXIT_HANGUP = 128 + signal.SIGHUP  # 129
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
-EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
+# Exit codes of a command stopped by a signal: the shell's 128 + signal number (129, 130, 143).
+_EXIT_CODES = {
+    signal.SIGHUP: EXIT_HANGUP,
+    signal.SIGINT: EXIT_INTERRUPTED,
+    signal.SIGTERM: EXIT_TERMINATED,
+}
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -52,7 +56,7 @@ _OUTCOMES = {
 
 def exit_code(signum: int) -> int:
     """The exit code of a command stopped by ``signum``: 128 + its number (130 for Ctrl-C)."""
-    return 128 + int(signum)
+    return _EXIT_CODES.get(signal.Signals(signum), 128 + int(signum))
 
 
 def outcome(signum: int | None) -> str:

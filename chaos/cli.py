@@ -27,13 +27,14 @@ import trio
 import typer
 
 from chaos import _signals
-from chaos.errors import ChaosError, ConfigError, TraceError
+from chaos.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    ChaosError,
+    ConfigError,
+    exit_code_for,
+)
 from faults.proxy.errors import ProxyAPIError
-
-try:  # typer >= 0.22 vendors click: its usage errors are not click's classes
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
-except ImportError:  # pragma: no cover - an older typer on top of click
-    from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[assignment]
 
 app = typer.Typer(
     name="chaos",
@@ -46,7 +47,7 @@ proxy_app = typer.Typer(help="The embedded Toxiproxy-compatible proxy.", no_args
 app.add_typer(proxy_app, name="proxy")
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print ``chaos: error: <message>`` (one line) on stderr and exit with ``code``."""
     first_line = " ".join(str(message).split())
     _signals.say(f"chaos: error: {first_line}")
@@ -337,8 +338,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         result = command.main(args=argv, prog_name="chaos", standalone_mode=False)
         if _signals.installed() and _signals.received() is not None:
             raise _signals.Interrupted(_signals.received() or signal.SIGINT)
-    except NoArgsIsHelpError:
-        raise SystemExit(2) from None  # typer has printed the help
     except SystemExit:
         raise
     except BaseException as exc:
@@ -350,16 +349,18 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _fail_error(exc: BaseException) -> NoReturn:
-    if isinstance(exc, ClickException):
+    """One line and the error's exit code for what ``main`` caught; anything else is a bug
+    and propagates."""
+    if isinstance(exc, typer.TyperException):  # a usage error (typer's base class of click's)
+        if _is_no_args_help(exc):
+            raise SystemExit(EXIT_BAD_INPUT) from None  # typer has printed the help
         _fail(exc.format_message(), exc.exit_code)
     if isinstance(exc, typer.Abort):
-        _fail("aborted", 130)
+        _fail("aborted", EXIT_INTERRUPTED)
     if isinstance(exc, BaseExceptionGroup):
         _fail_group(exc)
-    if isinstance(exc, ConfigError | TraceError):
-        _fail(str(exc), 2)
     if isinstance(exc, ChaosError):
-        _fail(str(exc), 3)
+        _fail(str(exc), exit_code_for(exc))
     raise exc
 
 
@@ -371,5 +372,10 @@ def _fail_group(group: BaseExceptionGroup[BaseException]) -> NoReturn:
     first: BaseException = chaos
     while isinstance(first, BaseExceptionGroup):
         first = first.exceptions[0]
-    code = 2 if isinstance(first, ConfigError | TraceError) else 3
-    _fail(str(first), code)
+    _fail(str(first), exit_code_for(first))
+
+
+def _is_no_args_help(exc: typer.TyperException) -> bool:
+    """The usage "error" of a command group called without a command: typer has printed its
+    help. Recognised by name, as typer itself does (its class lives in a private module)."""
+    return type(exc).__name__ == "NoArgsIsHelpError"

@@ -9,8 +9,11 @@ A chaos test reads like the invariant it checks::
         assert env.side_effect_count("charge_customer") == 1
         assert env.final_state_is_consistent()
 
-The harness is imported only when a test asks for the fixture, so installing chaos-harness
-costs other test suites nothing. See ``chaos.testing.ChaosEnv`` for what ``env`` offers.
+The scenario comes from the ``chaos`` marker, else from the ini option ``chaos_scenario``
+(``[tool.pytest.ini_options] chaos_scenario = "payments"``); with neither, the test errors
+with one usage line. The harness is imported only when a test asks for the fixture, so
+installing chaos-harness costs other test suites nothing. See ``chaos.testing.ChaosEnv`` for
+what ``env`` offers.
 """
 
 from __future__ import annotations
@@ -24,11 +27,22 @@ if TYPE_CHECKING:
     from chaos.testing import ChaosEnv
 
 
+INI_SCENARIO = "chaos_scenario"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        INI_SCENARIO,
+        "the scenario (a built-in id or a folder) of `env` when the chaos marker names none",
+        default="",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "chaos(scenario='payments', variant='golden', seed=0): the scenario run the `env` "
-        "fixture sets up",
+        "chaos(scenario=..., variant='golden', seed=0): the scenario run the `env` fixture "
+        f"sets up (scenario defaults to the ini option {INI_SCENARIO})",
     )
 
 
@@ -41,7 +55,13 @@ def chaos_env(request: pytest.FixtureRequest, tmp_path: Path) -> ChaosEnv:
 
     marker = request.node.get_closest_marker("chaos")
     options: dict[str, Any] = dict(marker.kwargs) if marker else {}
-    scenario = options.pop("scenario", "payments")
+    scenario = options.pop("scenario", None) or request.config.getini(INI_SCENARIO)
+    if not scenario:
+        pytest.fail(
+            f"chaos: no scenario for {request.node.nodeid}: mark the test "
+            f"@pytest.mark.chaos(scenario=...) or set the ini option {INI_SCENARIO}",
+            pytrace=False,
+        )
     loaded = scenario if isinstance(scenario, Scenario) else load_scenario(str(scenario))
     unknown = set(options) - {"variant", "seed"}
     if unknown:

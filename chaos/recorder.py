@@ -12,6 +12,7 @@ from typing import Any
 
 import trio
 
+from invariants.history import PROXY, SERVICE_PREFIX
 from replay.trace import TraceWriter
 
 #: Service output lines starting with this are history operations (``@op {json}``).
@@ -65,9 +66,9 @@ class Recorder:
                 error = op.pop("error", None)
                 self.record(service, kind, f, value, None if error is None else str(error), **op)
                 return
-        self.record(f"service:{service}", "info", "log", line[:2000], stream=stream)
+        self.record(f"{SERVICE_PREFIX}{service}", "info", "log", line[:2000], stream=stream)
 
     def proxy_event(self, event: dict[str, Any]) -> None:
         fields = dict(event)
         name = str(fields.pop("event"))
-        self.record("proxy", "info", name, fields)
+        self.record(PROXY, "info", name, fields)

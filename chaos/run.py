@@ -14,9 +14,8 @@ process, closes every proxy, heals every fault and removes the run's temp dir.
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,32 +24,30 @@ from typing import Any
 import trio
 
 from chaos._signals import received, stop_outcome
-from chaos.errors import ChaosError, ConfigError, ServiceError
+from chaos.context import ExternalServices, RunContext
+from chaos.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_HARNESS,
+    EXIT_HELD,
+    EXIT_VIOLATED,
+    ChaosError,
+    ConfigError,
+    ServiceError,
+)
 from chaos.nemesis import Nemesis
 from chaos.recorder import Recorder
-from chaos.rng import derive_rng, derive_seed
-from chaos.scenario import Scenario, Subject
-from chaos.services import (
-    ManagedProcess,
-    NatsService,
-    PostgresService,
-    SkewFile,
-    external_nats,
-    external_postgres,
-    open_nats,
-    open_postgres,
-    open_process_service,
-    open_run_dir,
-)
+from chaos.rng import check_seed, derive_seed
+from chaos.scenario import Scenario
+from chaos.services import open_run_dir
 from faults.model import FaultSchedule
-from faults.proxy import Proxy, ProxyServer, open_proxy_server
+from faults.proxy import open_proxy_server
 from faults.schedule import generate
-from invariants import History, Verdict, get, run_checkers
+from invariants import History, Invariant, Verdict, run_checkers
+from invariants.history import HARNESS
 from replay.trace import TraceWriter, build_header
 
+#: Called with a short line of what a run (or an engine) is doing now.
 Progress = Callable[[str], None]
-
-EXIT_HELD, EXIT_VIOLATED, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
 
 @dataclass
@@ -93,226 +90,44 @@ class RunResult:
         return EXIT_HELD if self.held else EXIT_HARNESS
 
     def to_json(self) -> dict[str, Any]:
+        """The ``chaos run --json`` object (what ``chaos sweep`` reads from each worker)."""
         return {
-            "scenario": self.scenario,
-            "variant": self.variant,
+            **result_json(self.scenario, self.variant, self.schedule, self.verdicts, self.trace),
             "seed": self.seed,
-            "schedule": self.schedule.to_dict()["events"],
-            "verdicts": [
-                {"name": v.name, "valid": v.valid, "explanation": v.explanation}
-                for v in self.verdicts
-            ],
             "held": self.held,
             "settled": self.settled,
-            "trace": str(self.trace),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
+
+
+def result_json(
+    scenario: str,
+    variant: str,
+    schedule: FaultSchedule | None,
+    verdicts: Sequence[Verdict],
+    trace: Path | None,
+) -> dict[str, Any]:
+    """The fields every JSON result shares (run, search): what ran, its faults, its verdicts
+    (without evidence: that is in the trace) and the trace path."""
+    return {
+        "scenario": scenario,
+        "variant": variant,
+        "schedule": None if schedule is None else schedule.to_dict()["events"],
+        "verdicts": [v.to_dict(evidence=False) for v in verdicts],
+        "trace": None if trace is None else str(trace),
+    }
 
 
 def default_trace_path(scenario: str, variant: str, seed: int) -> Path:
     return Path("traces") / f"{scenario}-{variant}-seed{seed}.trace"
 
 
-class RunContext:
-    """What a scenario's hooks use: services, links, the recorder, named random streams."""
-
-    def __init__(
-        self,
-        options: RunOptions,
-        run_dir: Path,
-        stack: AsyncExitStack,
-        proxies: ProxyServer,
-        recorder: Recorder,
-    ) -> None:
-        self.options = options
-        self.scenario = options.scenario
-        self.seed = options.seed
-        self.variant = options.variant
-        self.run_dir = run_dir
-        self.stack = stack
-        self.proxies = proxies
-        self.recorder = recorder
-        self.workload_t0 = trio.current_time()
-        self.state: dict[str, Any] = {}
-        self._links: dict[str, Proxy] = {}
-        self._services: dict[str, ManagedProcess] = {}
-        self._deliveries: dict[str, int] = {}
-        self._delivery_changed = trio.Event()
-        self._link_subjects: dict[str, list[tuple[str, Subject]]] = {}
-        #: The scenario's subjects for this run (setup may rename them, e.g. per run).
-        self.subjects: dict[str, Subject] = dict(options.scenario.subjects)
-
-    @property
-    def shared_services(self) -> bool:
-        """True when the run uses external services that other runs may share: then a
-        scenario must give its streams, subjects and tables names of their own."""
-        return bool(self.options.postgres_dsn or self.options.nats_url)
-
-    def rng(self, *names: object) -> Any:
-        """A named random stream of this run (``random.Random``)."""
-        return derive_rng(self.seed, "scenario", *names)
-
-    # -- dependencies -------------------------------------------------------------------
-
-    async def postgres(self) -> PostgresService:
-        """The run's PostgreSQL: embedded (own cluster, free port) unless a DSN was given."""
-        if self.options.postgres_dsn:
-            return external_postgres(self.options.postgres_dsn)
-        return await self.stack.enter_async_context(
-            open_postgres(self.run_dir, log_sink=self.recorder.log_line)
-        )
-
-    async def nats(self) -> NatsService:
-        """The run's NATS with JetStream: embedded unless a URL was given."""
-        if self.options.nats_url:
-            return external_nats(self.options.nats_url)
-        return await self.stack.enter_async_context(
-            open_nats(self.run_dir, log_sink=self.recorder.log_line)
-        )
-
-    # -- links --------------------------------------------------------------------------
-
-    def add_link(self, name: str, upstream: str) -> str:
-        """A proxy named ``name`` in front of ``upstream``; returns the address to dial."""
-        proxy = self.proxies.create_proxy(name, "127.0.0.1:0", upstream)
-        self._links[name] = proxy
-        return proxy.listen
-
-    def link(self, name: str) -> Proxy:
-        try:
-            return self._links[name]
-        except KeyError:
-            raise ConfigError(
-                f"no link {name!r} in this run (links: {', '.join(self._links) or 'none'})"
-            ) from None
-
-    def subject(self, name: str) -> Subject:
-        try:
-            return self.subjects[name]
-        except KeyError:
-            known = ", ".join(self.subjects) or "none"
-            raise ConfigError(f"no subject {name!r} in this scenario (subjects: {known})") from None
-
-    def observe_subjects(self) -> None:
-        """Watch every subject's links at the message level (deliveries, acks, publishes)."""
-        for name, subject in self.subjects.items():
-            consume = self.link(subject.consume_link)
-            consume.add_toxic("nats_observe", name="observe-down", stream="downstream")
-            consume.add_toxic("nats_observe", name="observe-up", stream="upstream")
-            self._link_subjects.setdefault(subject.consume_link, []).append((name, subject))
-            if subject.publish_link != subject.consume_link:
-                self.link(subject.publish_link).add_toxic(
-                    "nats_observe", name="observe-up", stream="upstream"
-                )
-
-    def on_proxy_event(self, event: Mapping[str, Any]) -> None:
-        if event.get("event") != "nats_delivery":
-            return
-        for name, subject in self._link_subjects.get(str(event.get("proxy")), []):
-            if str(event.get("subject", "")).startswith(subject.nats_subject):
-                self._deliveries[name] = self._deliveries.get(name, 0) + 1
-                self._delivery_changed.set()
-                self._delivery_changed = trio.Event()
-
-    async def wait_deliveries(self, subject: str, n: int) -> None:
-        """Until the ``n``-th message has been delivered on ``subject``."""
-        self.subject(subject)
-        while self._deliveries.get(subject, 0) < n:
-            await self._delivery_changed.wait()
-
-    def deliveries(self, subject: str) -> int:
-        return self._deliveries.get(subject, 0)
-
-    # -- services under test ------------------------------------------------------------
-
-    async def start_service(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        ready_line: str | None = None,
-        wait: bool = True,
-    ) -> ManagedProcess:
-        """Start a service under test (its wall clock skewable) and wait until it prints
-        ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
-        at once). It is stopped and reaped when the run ends."""
-        seen = {"count": 0}
-        holder: list[ManagedProcess] = []
-
-        def sink(service: str, stream: str, line: str) -> None:
-            if ready_line is not None and ready_line in line:
-                seen["count"] += 1
-            self.recorder.log_line(service, stream, line)
-
-        async def ready() -> bool:
-            starts = holder[0].starts if holder else 1
-            return ready_line is None or seen["count"] >= starts
-
-        skew = SkewFile(self.run_dir / f"{name}.faketime")
-        process = await self.stack.enter_async_context(
-            open_process_service(
-                name,
-                list(argv),
-                env={**(env or {}), "PYTHONUNBUFFERED": "1"},
-                log_sink=sink,
-                ready=ready if ready_line else None,
-                faketime=skew,
-                on_exit=self._on_exit,
-                stop_grace=2.0,
-                wait_ready=wait,
-            )
-        )
-        holder.append(process)
-        self._services[name] = process
-        self.recorder.record(f"service:{name}", "info", "start", {"pid": process.pid})
-        return process
-
-    async def ready(self, *processes: ManagedProcess) -> None:
-        """Wait until every one of ``processes`` is ready, side by side."""
-        async with trio.open_nursery() as nursery:
-            for process in processes:
-                nursery.start_soon(process.ready)
-
-    def _on_exit(self, name: str, code: int, expected: bool) -> None:
-        self.recorder.record(
-            f"service:{name}", "info", "exit", {"code": code, "expected": expected}
-        )
-
-    def service(self, name: str) -> ManagedProcess:
-        try:
-            return self._services[name]
-        except KeyError:
-            known = ", ".join(self._services) or "none"
-            raise ConfigError(f"no service {name!r} in this run (services: {known})") from None
-
-    async def run_to_completion(
-        self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None
-    ) -> int:
-        """Run a workload process until it exits; its ``@op`` lines join the history."""
-        async with open_process_service(
-            name,
-            list(argv),
-            env={**(env or {}), "PYTHONUNBUFFERED": "1"},
-            log_sink=self.recorder.log_line,
-            stop_grace=2.0,
-        ) as process:
-            self.recorder.record(f"service:{name}", "info", "start", {"pid": process.pid})
-            code = await process.wait()
-            with trio.move_on_after(2):
-                await process.exited.wait()
-        self.recorder.record(f"service:{name}", "info", "exit", {"code": code, "expected": True})
-        return code
-
-    @staticmethod
-    def python() -> str:
-        return sys.executable
-
-
 async def run_scenario(options: RunOptions) -> RunResult:
     """Run a scenario once; the trace is written as the run goes."""
     scenario = options.scenario
+    check_seed(options.seed)
     scenario.check_variant(options.variant)
+    checkers = scenario.checkers()
     progress = options.progress or (lambda _phase: None)
     schedule = options.schedule
     if schedule is None:
@@ -334,12 +149,12 @@ async def run_scenario(options: RunOptions) -> RunResult:
     except OSError as exc:
         raise ConfigError(f"cannot write trace {trace_path}: {exc.strerror or exc}") from None
     timings: dict[str, float] = {}
-    clock = _PhaseClock(timings, progress)
+    clock = PhaseClock(timings, progress)
     started = time.monotonic()
     outcome, exit_code = "error", EXIT_HARNESS
     try:
         writer.write_schedule(schedule.to_dict())
-        result = await _run(options, schedule, writer, trace_path, clock)
+        result = await _run(options, schedule, checkers, writer, trace_path, clock)
         outcome = "held" if result.held else "violated"
         exit_code = result.exit_code
         return result
@@ -365,7 +180,9 @@ def is_interruption(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt | trio.Cancelled)
 
 
-class _PhaseClock:
+class PhaseClock:
+    """Times the phases of a run (wall clock) and reports each new phase to ``progress``."""
+
     def __init__(self, timings: dict[str, float], progress: Progress) -> None:
         self.timings = timings
         self.progress = progress
@@ -384,9 +201,10 @@ class _PhaseClock:
 async def _run(
     options: RunOptions,
     schedule: FaultSchedule,
+    checkers: Sequence[Invariant],
     writer: TraceWriter,
     trace_path: Path,
-    clock: _PhaseClock,
+    clock: PhaseClock,
 ) -> RunResult:
     scenario = options.scenario
     clock.enter("setup")
@@ -399,7 +217,16 @@ async def _run(
             open_proxy_server(seed=derive_seed(options.seed, "proxy"), dial_timeout=2.0) as proxies,
             AsyncExitStack() as stack,
         ):
-            ctx = RunContext(options, run_dir, stack, proxies, recorder)
+            ctx = RunContext(
+                scenario=scenario,
+                seed=options.seed,
+                variant=options.variant,
+                run_dir=run_dir,
+                stack=stack,
+                proxies=proxies,
+                recorder=recorder,
+                externals=ExternalServices(options.postgres_dsn, options.nats_url),
+            )
             proxies.add_observer(recorder.proxy_event)
             proxies.add_observer(ctx.on_proxy_event)
             await scenario.setup(ctx)
@@ -409,24 +236,23 @@ async def _run(
 
             clock.enter("workload")
             ctx.workload_t0 = trio.current_time()
-            recorder.record("harness", "info", "workload", {"phase": "start"})
+            recorder.record(HARNESS, "info", "workload", {"phase": "start"})
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(nemesis.run)
                 await scenario.workload(ctx)
-                recorder.record("harness", "info", "workload", {"phase": "end"})
+                recorder.record(HARNESS, "info", "workload", {"phase": "end"})
                 nemesis.workload_done.set()
 
                 clock.enter("settle")
                 timeout = options.settle_timeout_s
                 settled = await _settle(scenario, ctx, timeout or scenario.settle_timeout_s)
-                recorder.record("harness", "info", "settle", {"settled": settled})
+                recorder.record(HARNESS, "info", "settle", {"settled": settled})
                 nursery.cancel_scope.cancel()  # heals whatever is still applied
 
             clock.enter("check")
             final_state = await scenario.final_state(ctx)
-            recorder.record("harness", "info", "final_state", final_state)
+            recorder.record(HARNESS, "info", "final_state", final_state)
             history = History.from_events(recorder.events)
-            checkers = [get(name) for name in scenario.invariants]
             verdicts = run_checkers(checkers, history, final_state)
             for verdict in verdicts:
                 writer.write_verdict(verdict.to_dict())
@@ -461,14 +287,14 @@ async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
 
 
 __all__ = [
-    "EXIT_BAD_INPUT",
-    "EXIT_HARNESS",
-    "EXIT_HELD",
-    "EXIT_VIOLATED",
     "ChaosError",
+    "ExternalServices",
+    "PhaseClock",
+    "Progress",
     "RunContext",
     "RunOptions",
     "RunResult",
     "is_interruption",
+    "result_json",
     "run_scenario",
 ]

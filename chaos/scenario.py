@@ -5,7 +5,9 @@ A scenario is a folder (``scenarios/<id>/`` or a user's path) whose ``scenario.p
 specification. The runner (``chaos.run``) calls, in order: ``setup`` (start services and
 the proxied links between them), ``workload`` (drive the system while faults land),
 ``settled`` (polled until true or the timeout), and ``final_state`` (read the real stores);
-then it checks the scenario's invariants against that state.
+then it checks the scenario's invariants against that state. The fault space of each
+variant is read from the folder's ``faults.toml`` (one table per variant) unless the
+scenario overrides ``fault_space``.
 """
 
 from __future__ import annotations
@@ -13,33 +15,101 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import re
 import sys
+import tomllib
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from chaos.context import Subject
 from chaos.errors import ConfigError
 from faults.space import FaultSpace
+from invariants import Invariant, get
 
 if TYPE_CHECKING:
-    from chaos.run import RunContext
+    from chaos.context import RunContext
 
 BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "scenarios"
+FAULTS_FILE = "faults.toml"
 _HASHED = {".py", ".md", ".toml", ".sql", ".json", ".txt"}
 
 
 @dataclass(frozen=True)
-class Subject:
-    """A message subject faults can target: where it is published and consumed."""
+class Signal:
+    """One thing the trace of a defective variant's failing run shows on its diagnosis path.
 
-    nats_subject: str
-    stream: str
-    consume_link: str
-    publish_link: str
+    A pack declares, per variant, the signals its README's diagnosis path names (a log line,
+    a history operation, a proxy or nemesis event); ``chaos validate`` checks that the trace
+    of a run that caught the variant shows every one of them. A signal matches an event when
+    every field that is set matches: ``process``, ``f`` and ``type`` exactly, ``match`` as a
+    regular expression searched in the event's value (a string as is, anything else as
+    compact JSON with sorted keys).
+    """
+
+    #: One line for people: what the signal is evidence of.
+    what: str
+    process: str | None = None
+    f: str | None = None
+    type: str | None = None
+    match: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.what.strip():
+            raise ConfigError("a signal needs a description (what)")
+        if self.match is not None:
+            try:
+                re.compile(self.match)
+            except re.error as exc:
+                raise ConfigError(
+                    f"signal {self.what!r}: bad regex {self.match!r}: {exc}"
+                ) from None
+
+    def matches(self, event: Mapping[str, Any]) -> bool:
+        """Whether one recorded event (a trace event: process, type, f, value) matches."""
+        for name in ("process", "f", "type"):
+            wanted = getattr(self, name)
+            if wanted is not None and str(event.get(name)) != wanted:
+                return False
+        if self.match is None:
+            return True
+        value = event.get("value")
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        return re.search(self.match, text) is not None
+
+    def found_in(self, events: Iterable[Mapping[str, Any]]) -> bool:
+        return any(self.matches(event) for event in events)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The part of a scenario's system that a candidate writes (``chaos task``, ``chaos grade``).
+
+    ``service`` is the name the scenario gives that service in ``ctx.start_service``; in a
+    graded run the candidate's program runs in its place, with only the environment
+    variables named in ``env`` (the addresses of its links, never the real services) and the
+    same ready line. ``interface`` and ``starter`` are files of the pack: the public
+    interface contract (argv, environment, what it must do, what it may print) and a program
+    that runs but does nothing useful. ``public_seeds`` are the seeds a candidate may
+    self-check on; held-out seeds are derived from the environment builder's key.
+    """
+
+    service: str
+    summary: str
+    env: tuple[str, ...]
+    interface: str = "TASK.md"
+    starter: str = "starter.py"
+    public_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+
+    def __post_init__(self) -> None:
+        if not self.service:
+            raise ConfigError("a task names the service the candidate writes")
+        if not self.public_seeds:
+            raise ConfigError(f"task {self.service}: at least one public seed")
 
 
 class Scenario(ABC):
@@ -49,18 +119,43 @@ class Scenario(ABC):
     description: ClassVar[str] = ""
     #: Variant name -> one line; "golden" must be one of them.
     variants: ClassVar[dict[str, str]] = {"golden": "the reference implementation"}
+    #: Invariant names, resolved in the pack's namespace (the scenario id), then generic.
     invariants: ClassVar[tuple[str, ...]] = ()
+    #: The invariants that mean "the final state is consistent" (``ChaosEnv.
+    #: final_state_is_consistent``); None: all of them.
+    consistency: ClassVar[tuple[str, ...] | None] = None
     #: Defective variant -> the invariant that must catch it (``chaos validate`` checks it).
     catches: ClassVar[dict[str, str]] = {}
+    #: Defective variant -> the signals its diagnosis path names (``chaos validate`` checks
+    #: that a catching run's trace shows each of them).
+    signals: ClassVar[dict[str, tuple[Signal, ...]]] = {}
+    #: The part a candidate writes, if this scenario is a task (``chaos task``/``grade``).
+    task: ClassVar[TaskSpec | None] = None
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
 
     path: Path = BUILTIN_ROOT
 
-    @abstractmethod
     def fault_space(self, variant: str) -> FaultSpace:
-        """The faults a run of ``variant`` may draw."""
+        """The faults a run of ``variant`` may draw: the ``[variant]`` table of the folder's
+        ``faults.toml`` (ConfigError naming the file and variant if it is missing or bad)."""
+        self.check_variant(variant)
+        file = self.path / FAULTS_FILE
+        try:
+            spaces = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{file}: cannot read the fault spaces: {exc.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        table = spaces.get(variant)
+        if not isinstance(table, dict):
+            tables = ", ".join(k for k, v in spaces.items() if isinstance(v, dict)) or "none"
+            raise ConfigError(f"{file}: no table [{variant}] (tables: {tables})")
+        try:
+            return FaultSpace.from_dict(table)
+        except ConfigError as exc:
+            raise ConfigError(f"{file} [{variant}]: {exc}") from None
 
     @abstractmethod
     async def setup(self, ctx: RunContext) -> None:
@@ -82,6 +177,22 @@ class Scenario(ABC):
         """How often the side effect ``name`` happened, per key (an order id, say), in a
         final state. Scenarios name theirs; the pytest plugin's ``side_effect_count`` asks."""
         raise ConfigError(f"scenario {self.id} declares no side effect {name!r}")
+
+    def checkers(self) -> list[Invariant]:
+        """The invariants this scenario checks, in order (ConfigError for an unknown name)."""
+        return [get(name, pack=self.id) for name in self.invariants]
+
+    def consistency_invariants(self) -> tuple[str, ...]:
+        """The invariants whose holding means the final state is consistent."""
+        if self.consistency is None:
+            return self.invariants
+        unknown = [name for name in self.consistency if name not in self.invariants]
+        if unknown:
+            raise ConfigError(
+                f"scenario {self.id}: consistency names {', '.join(unknown)}, which it does "
+                f"not check (invariants: {', '.join(self.invariants) or 'none'})"
+            )
+        return self.consistency
 
     def check_variant(self, variant: str) -> None:
         if variant not in self.variants:
@@ -135,3 +246,14 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ConfigError(f"{folder / 'scenario.py'} defines no SCENARIO (a Scenario instance)")
     scenario.path = folder.resolve()
     return scenario
+
+
+__all__ = [
+    "BUILTIN_ROOT",
+    "Scenario",
+    "Signal",
+    "Subject",
+    "TaskSpec",
+    "builtin_scenarios",
+    "load_scenario",
+]

@@ -29,9 +29,9 @@ from hypothesis import Phase, Verbosity, find, settings
 from hypothesis.errors import NoSuchExample
 
 from chaos import _signals
-from chaos.errors import ConfigError
-from chaos.rng import derive_rng
-from chaos.run import EXIT_HELD, EXIT_VIOLATED, RunOptions, run_scenario
+from chaos.errors import EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos.rng import check_seed, derive_rng
+from chaos.run import Progress, RunOptions, result_json, run_scenario
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
 from faults.model import FaultSchedule
@@ -40,7 +40,6 @@ from faults.strategies import schedules
 from invariants import Verdict
 
 RunFn = Callable[[FaultSchedule], Sequence[Verdict]]
-Progress = Callable[[str], None]
 
 DEFAULT_MAX_EXAMPLES = 20
 DEFAULT_MAX_SHRINKS = 25
@@ -70,17 +69,10 @@ class SearchResult:
 
     def to_json(self, scenario: str, variant: str) -> dict[str, Any]:
         return {
-            "scenario": scenario,
-            "variant": variant,
+            **result_json(scenario, variant, self.schedule, self.verdicts, self.trace),
             "found": self.found,
             "tried": self.tried,
             "shrink_runs": self.shrink_runs,
-            "schedule": None if self.schedule is None else self.schedule.to_dict()["events"],
-            "verdicts": [
-                {"name": v.name, "valid": v.valid, "explanation": v.explanation}
-                for v in self.verdicts
-            ],
-            "trace": None if self.trace is None else str(self.trace),
         }
 
 
@@ -219,6 +211,7 @@ def search_scenario(
     progress: Progress | None = None,
 ) -> SearchResult:
     """Search a scenario's fault space; on a find, the minimal run's trace is saved at ``out``."""
+    check_seed(seed)
     scenario.check_variant(variant)
     if invariant is not None and invariant not in scenario.invariants:
         known = ", ".join(scenario.invariants) or "none"

@@ -22,8 +22,8 @@ from typing import Any
 import trio
 
 from chaos import _signals
-from chaos._checks import SEED_MAX
-from chaos.errors import ConfigError
+from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos.rng import check_seed
 from chaos.services._spawn import PIPE, Child, spawn
 
 #: How long an interrupted worker may take to clean up before it is killed.
@@ -45,8 +45,7 @@ def parse_seeds(text: str) -> list[int]:
             ) from None
         if first < 0 or last < first:
             raise ConfigError(f"bad seed range {part!r}: want 0 <= A <= B")
-        if last > SEED_MAX:
-            raise ConfigError(f"bad seeds {text!r}: a seed must be between 0 and 2**63-1")
+        check_seed(last)
         if last - first + 1 + len(seeds) > MAX_SEEDS:
             raise ConfigError(f"too many seeds in {text!r} (at most {MAX_SEEDS})")
         seeds.update(range(first, last + 1))
@@ -63,7 +62,7 @@ class SeedResult:
 
     @property
     def outcome(self) -> str:
-        return {0: "held", 1: "violated"}.get(self.exit_code, "error")
+        return {EXIT_HELD: "held", EXIT_VIOLATED: "violated"}.get(self.exit_code, "error")
 
     def violated(self) -> list[str]:
         verdicts = (self.verdict or {}).get("verdicts", [])
@@ -85,8 +84,8 @@ class SweepReport:
     def exit_code(self) -> int:
         counts = self.counts
         if counts["violated"]:
-            return 1
-        return 3 if counts["error"] else 0
+            return EXIT_VIOLATED
+        return EXIT_HARNESS if counts["error"] else EXIT_HELD
 
     def to_json(self) -> dict[str, Any]:
         by_invariant = Counter(name for r in self.results for name in r.violated())
@@ -178,11 +177,11 @@ async def run_seed(
             for scope in readers:
                 scope.deadline = trio.current_time() + 1.0
     result = SeedResult(seed, returncode, wall_s=time.monotonic() - started)
-    if returncode in (0, 1):
+    if returncode in (EXIT_HELD, EXIT_VIOLATED):
         try:
             result.verdict = json.loads(bytes(stdout))
         except ValueError:
-            result.exit_code, result.error = 3, "the run printed no JSON verdict"
+            result.exit_code, result.error = EXIT_HARNESS, "the run printed no JSON verdict"
     else:
         lines = stderr.decode(errors="replace").strip().splitlines()
         result.error = lines[-1] if lines else f"exit code {returncode}"

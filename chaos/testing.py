@@ -23,9 +23,10 @@ from typing import Any
 import trio
 
 from chaos.errors import ConfigError
+from chaos.rng import check_seed
 from chaos.run import RunOptions, RunResult, run_scenario
 from chaos.scenario import Scenario
-from faults.kinds import TARGET_KIND, FaultKind, TargetKind
+from faults.kinds import INSTANTANEOUS, TARGET_KIND, FaultKind, TargetKind
 from faults.model import FaultEvent, FaultSchedule
 from invariants import Verdict
 
@@ -44,6 +45,7 @@ class ChaosEnv:
         self, scenario: Scenario, *, variant: str = "golden", seed: int = 0, out_dir: Path
     ) -> None:
         scenario.check_variant(variant)
+        check_seed(seed)
         self.scenario = scenario
         self.variant = variant
         self.seed = seed
@@ -64,8 +66,9 @@ class ChaosEnv:
     ) -> FaultEvent:
         """Add a fault: ``kind`` (or an alias such as ``redeliver_message``), its target
         (a link, service or subject name; may be left out when the scenario has only one of
-        that type), its parameters, a trigger (default: the first message for message and
-        crash faults, the workload's start otherwise) and a duration."""
+        that type), its parameters, a trigger (default: the first message for instantaneous
+        faults when the scenario has one subject, the workload's start otherwise) and a
+        duration."""
         if self._result is not None:
             raise ConfigError("inject faults before run_until_settled")
         fault_kind = _kind(kind)
@@ -96,9 +99,7 @@ class ChaosEnv:
 
     def _default_trigger(self, kind: FaultKind) -> dict[str, Any]:
         subjects = self.scenario.fault_space(self.variant).declared(TargetKind.SUBJECT)
-        if kind in (FaultKind.REDELIVER, FaultKind.DUPLICATE_PUBLISH, FaultKind.CRASH) and (
-            len(subjects) == 1
-        ):
+        if kind in INSTANTANEOUS and len(subjects) == 1:
             return {"type": "on_message", "subject": subjects[0], "n": 1}
         return {"type": "at_time", "offset_s": 0.0}
 
@@ -171,7 +172,9 @@ class ChaosEnv:
         return max(counts.values(), default=0)
 
     def final_state_is_consistent(self) -> bool:
-        return self.holds("consistent_final_state")
+        """Every invariant the scenario counts as "the final state is consistent" held
+        (``Scenario.consistency``; by default all of its invariants)."""
+        return all(self.holds(name) for name in self.scenario.consistency_invariants())
 
 
 def _kind(kind: str) -> FaultKind:

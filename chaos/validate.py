@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import ChaosError, ConfigError
+from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ChaosError, ConfigError
+from chaos.rng import check_seed
+from chaos.run import Progress, RunOptions, run_scenario
 from chaos.scenario import Scenario
 
 DEFAULT_SEEDS, DEFAULT_FIRST_SEED, DEFAULT_REPLAYS = 5, 1000, 2
-EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 GOLDEN = "golden"
 
 #: A variant's outcome. Failures: not caught, wrong invariant, not reproducible.
@@ -62,7 +63,6 @@ class Observed:
 RunFn = Callable[[str, int, Path], Awaitable[Observed]]
 #: (trace path, times) -> what each replay observed.
 ReplayFn = Callable[[Path, int], Awaitable[list[Observed]]]
-Progress = Callable[[str], None]
 
 
 @dataclass
@@ -152,8 +152,8 @@ class ValidationReport:
     @property
     def exit_code(self) -> int:
         if self.valid:
-            return EXIT_VALID
-        return EXIT_INVALID if self.failed else EXIT_HARNESS
+            return EXIT_HELD
+        return EXIT_VIOLATED if self.failed else EXIT_HARNESS
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -278,8 +278,8 @@ async def validate(
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     if replays < 1:
         raise ConfigError(f"replays must be >= 1, got {replays}")
-    if first_seed < 0:
-        raise ConfigError(f"first seed must be >= 0, got {first_seed}")
+    check_seed(first_seed, "first seed")
+    check_seed(first_seed + seeds - 1, "last seed")
     catches = declared_catches(scenario)
     say = progress or (lambda _message: None)
     seed_list = list(range(first_seed, first_seed + seeds))
@@ -308,7 +308,6 @@ def _error_text(exc: BaseException) -> str | None:
 
 def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
     """A ``RunFn`` that runs ``scenario`` for real (``chaos.run.run_scenario``)."""
-    from chaos.run import RunOptions, run_scenario
 
     async def run(variant: str, seed: int, out: Path) -> Observed:
         options = RunOptions(scenario, seed, variant=variant, out=out, progress=progress)

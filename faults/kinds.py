@@ -1,4 +1,10 @@
-"""Fault kinds, what each one targets, which are instantaneous and which layer applies them."""
+"""Fault kinds, what each one targets, which are instantaneous and which layer applies them.
+
+This module is the fault taxonomy, written once: the schedule validates targets with
+``TARGET_KIND``, the nemesis resolves targets with it and picks an applier by ``LAYER``,
+and ``INSTANTANEOUS`` says which kinds take no duration. A new kind is a line in each table
+(and its parameters in ``faults/params.py``).
+"""
 
 from __future__ import annotations
 
@@ -29,12 +35,12 @@ class TargetKind(StrEnum):
 
 
 class FaultLayer(StrEnum):
-    """The part of the harness that applies a fault kind."""
+    """Where a fault lands; the nemesis has one applier per layer (``chaos/nemesis/``)."""
 
-    PROXY_TOXIC = "proxy_toxic"
-    MESSAGE_PROXY = "message_proxy"
-    PROCESS = "process"
-    FAKETIME = "faketime"
+    NETWORK = "network"  #: a toxic on a proxied link
+    MESSAGE = "message"  #: a NATS-aware toxic on a subject's link
+    PROCESS = "process"  #: a signal to a service process
+    CLOCK = "clock"  #: the service's libfaketime offset
 
 
 _K, _T, _L = FaultKind, TargetKind, FaultLayer
@@ -53,14 +59,14 @@ TARGET_KIND: dict[FaultKind, TargetKind] = {
 }
 
 LAYER: dict[FaultKind, FaultLayer] = {
-    _K.PARTITION: _L.PROXY_TOXIC,
-    _K.LATENCY: _L.PROXY_TOXIC,
-    _K.BANDWIDTH: _L.PROXY_TOXIC,
-    _K.RESET_PEER: _L.PROXY_TOXIC,
-    _K.SLOW_CLOSE: _L.PROXY_TOXIC,
-    _K.REDELIVER: _L.MESSAGE_PROXY,
-    _K.DUPLICATE_PUBLISH: _L.MESSAGE_PROXY,
-    _K.CLOCK_SKEW: _L.FAKETIME,
+    _K.PARTITION: _L.NETWORK,
+    _K.LATENCY: _L.NETWORK,
+    _K.BANDWIDTH: _L.NETWORK,
+    _K.RESET_PEER: _L.NETWORK,
+    _K.SLOW_CLOSE: _L.NETWORK,
+    _K.REDELIVER: _L.MESSAGE,
+    _K.DUPLICATE_PUBLISH: _L.MESSAGE,
+    _K.CLOCK_SKEW: _L.CLOCK,
     _K.CRASH: _L.PROCESS,
     _K.PAUSE: _L.PROCESS,
 }

@@ -13,6 +13,7 @@ import msgpack
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from chaos.errors import ConfigError
+from chaos.rng import SEED_MAX
 from faults._canonical import packb
 from faults._validation import FrozenModel
 from faults.kinds import INSTANTANEOUS, LAYER, TARGET_KIND, FaultKind, FaultLayer, TargetKind
@@ -112,7 +113,7 @@ class FaultEvent(FrozenModel):
 class FaultSchedule(FrozenModel):
     """The faults of one run, in order, with the seed and fault space they came from."""
 
-    seed: Annotated[int, Field(strict=True, ge=-(2**63), le=2**64 - 1)]  # msgpack range
+    seed: Annotated[int, Field(strict=True, ge=0, le=SEED_MAX)]  # chaos.rng.check_seed's range
     space_hash: str
     events: tuple[FaultEvent, ...] = ()
 

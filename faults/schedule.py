@@ -12,8 +12,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.errors import ConfigError
-from chaos.rng import derive_rng
+from chaos.rng import check_seed, derive_rng
 from faults._draw import assemble, draw_event
 from faults.model import FaultSchedule
 from faults.space import FaultSpace
@@ -44,8 +43,7 @@ def as_space(space: FaultSpace | Mapping[str, Any]) -> FaultSpace:
 
 def generate(space: FaultSpace | Mapping[str, Any], seed: int) -> FaultSchedule:
     """The schedule for ``seed`` in ``space``: same inputs, byte-identical ``to_msgpack()``."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    check_seed(seed)
     space = as_space(space)
     count = derive_rng(seed, "schedule", "count").randint(space.min_events, space.max_events)
     events = [

@@ -1,13 +1,15 @@
 """Invariant checkers: pure functions from (history, final state) to a ``Verdict``.
 
-Scenarios name their invariants by string: ``invariants.get("exactly_once")``. Run several
-with ``run_checkers``, which never raises: a checker that crashes gives an ``unknown`` verdict.
+This package is the generic layer: the history model, verdicts, the registry and checkers any
+scenario may use. A scenario pack keeps its own checkers and registers them under its name
+(``register("exactly_once", pack="payments")``); a scenario resolves the names it lists with
+``get(name, pack=...)``. Run several with ``run_checkers``, which never raises: a checker
+that crashes gives an ``unknown`` verdict.
 """
 
-from invariants import payments
 from invariants.base import FunctionInvariant, Invariant, run_checkers
 from invariants.history import NEMESIS, History, Op, OpType, Pair
-from invariants.registry import REGISTRY, get, register
+from invariants.registry import REGISTRY, get, known, register
 from invariants.verdict import Validity, Verdict
 
 __all__ = [
@@ -22,7 +24,7 @@ __all__ = [
     "Validity",
     "Verdict",
     "get",
-    "payments",
+    "known",
     "register",
     "run_checkers",
 ]

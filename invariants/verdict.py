@@ -36,14 +36,17 @@ class Verdict:
     def unknown(cls, name: str, explanation: str, **evidence: Any) -> Verdict:
         return cls(name, "unknown", explanation, evidence)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for traces and JSON output."""
-        return {
+    def to_dict(self, *, evidence: bool = True) -> dict[str, Any]:
+        """Plain data for traces and JSON output (``evidence=False``: the short form the
+        commands print; the trace keeps the evidence)."""
+        data: dict[str, Any] = {
             "name": self.name,
             "valid": self.valid,
             "explanation": self.explanation,
-            "evidence": self.evidence,
         }
+        if evidence:
+            data["evidence"] = self.evidence
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Verdict:

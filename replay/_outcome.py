@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.errors import EXIT_HARNESS
+from chaos.errors import EXIT_HELD as EXIT_REPRODUCED
+from chaos.errors import EXIT_VIOLATED as EXIT_NOT_REPRODUCED
+
 from ._divergence import Divergence
 
-EXIT_REPRODUCED, EXIT_NOT_REPRODUCED, EXIT_HARNESS = 0, 1, 3
 _ABSENT = object()
 
 

@@ -87,7 +87,7 @@ def test_search_checks_its_budget_first(tmp_path: Path) -> None:
 def test_sweep_refuses_an_out_of_range_seed_before_making_its_folder(tmp_path: Path) -> None:
     folder = tmp_path / "new"
     args = ["sweep", "payments", "--seeds", str(2**64), "--out-dir", str(folder)]
-    _refused(tmp_path, args, "a seed must be between 0 and 2**63-1")
+    _refused(tmp_path, args, "seed must be between 0 and 2**63-1")
     assert not folder.exists()
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from chaos.errors import ConfigError
+from chaos.run import RunResult
 from chaos.scenario import load_scenario
 from chaos.testing import ChaosEnv
+from faults.model import FaultSchedule
+from invariants import Verdict
 
 
 @pytest.mark.slow
@@ -68,3 +73,58 @@ def test_bad_use_is_a_config_error(tmp_path: Path, call: object, message: str) -
 def test_unknown_variant_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="has no variant 'nope'"):
         _env(tmp_path, variant="nope")
+
+
+PLUGIN_TEST = """
+def test_it(env):
+    assert env.scenario.id == "payments"
+    assert env.variant == "golden"
+"""
+
+
+def _pytest_in(folder: Path, ini: str) -> subprocess.CompletedProcess[str]:
+    (folder / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
+    (folder / "test_it.py").write_text(PLUGIN_TEST)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_it.py"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_scenario_comes_from_the_ini_option_when_the_marker_names_none(
+    tmp_path: Path,
+) -> None:
+    done = _pytest_in(tmp_path, "chaos_scenario = payments")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_without_a_scenario_the_fixture_is_one_usage_line(tmp_path: Path) -> None:
+    done = _pytest_in(tmp_path, "")
+    assert done.returncode == 1
+    lines = [line for line in done.stdout.splitlines() if "chaos: no scenario" in line]
+    assert lines[0] == (
+        "chaos: no scenario for test_it.py::test_it: mark the test "
+        "@pytest.mark.chaos(scenario=...) or set the ini option chaos_scenario"
+    )
+    assert "Traceback" not in done.stdout
+    assert "pytest_plugin.py" not in done.stdout
+
+
+def test_final_state_is_consistent_asks_the_scenarios_consistency_invariants(
+    tmp_path: Path,
+) -> None:
+    env = _env(tmp_path, variant="no-idempotency")
+    verdicts = [
+        Verdict.violated("exactly_once", "charged twice."),
+        Verdict.holds("no_lost_messages", "all there."),
+        Verdict.holds("consistent_final_state", "balanced."),
+    ]
+    schedule = FaultSchedule(seed=0, space_hash="h")
+    env._result = RunResult("payments", "no-idempotency", 0, schedule, verdicts, tmp_path, True)
+    assert env.final_state_is_consistent()  # payments: consistency = consistent_final_state
+    verdicts[2] = Verdict.violated("consistent_final_state", "unbalanced.")
+    assert not env.final_state_is_consistent()

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import chaos.search
 from chaos.errors import ConfigError, ServiceError
 from chaos.scenario import load_scenario
 from chaos.search import SearchResult, search_scenario, search_schedules, violations
@@ -180,16 +179,3 @@ def test_json_form() -> None:
     assert data["schedule"] == [e.model_dump(mode="json") for e in result.schedule.events]  # type: ignore[union-attr]
     assert data["verdicts"][0] == {"name": "exactly_once", "valid": False, "explanation": "broken"}
     assert data["trace"] is None
-
-
-def test_public_surface() -> None:
-    assert sorted(chaos.search.__all__) == [
-        "DEFAULT_MAX_EXAMPLES",
-        "DEFAULT_MAX_SHRINKS",
-        "RunFn",
-        "SearchResult",
-        "default_search_trace",
-        "search_scenario",
-        "search_schedules",
-        "violations",
-    ]

@@ -21,6 +21,8 @@ from typing import Any
 import trio
 
 from chaos.errors import ConfigError
+from chaos.rng import SEED_MAX as RUN_SEED_BOUND
+from chaos.rng import check_seed
 from faults.proxy.errors import BadRequest, ProxyExists, ProxyNotFound
 from faults.proxy.proxy import Proxy, ProxyRuntime
 
@@ -31,18 +33,19 @@ _MAX_NAME = 256
 
 #: A server's seed: any 64-bit value (a run hands it one derived from the run seed).
 SEED_MAX = 2**64 - 1
-#: The seeds ``chaos run --seed`` takes (an int64 in every trace); ``open_toxiproxy`` (the
-#: ``chaos proxy serve --seed`` of a user) takes the same. To become ``chaos.rng.SEED_MAX``.
-RUN_SEED_MAX = 2**63 - 1
+#: The seeds ``chaos run --seed`` takes; ``open_toxiproxy`` (``chaos proxy serve --seed``)
+#: takes the same.
+RUN_SEED_MAX = RUN_SEED_BOUND
 
 
 def check_options(
     seed: Any, dial_timeout: Any, busy_poll_us: Any, *, seed_max: int = SEED_MAX
 ) -> None:
     """Refuse server options no run could use (``ConfigError``), before anything starts."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= seed_max:
-        bound = {RUN_SEED_MAX: "2**63-1", SEED_MAX: "2**64-1"}.get(seed_max, str(seed_max))
-        raise ConfigError(f"seed must be between 0 and {bound}, got {seed!r}")
+    if seed_max == RUN_SEED_MAX:
+        check_seed(seed)
+    elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= seed_max:
+        raise ConfigError(f"seed must be between 0 and 2**64-1, got {seed!r}")
     if not isinstance(dial_timeout, int | float) or not (
         math.isfinite(dial_timeout) and dial_timeout > 0
     ):

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaos.errors import ConfigError
+from chaos.errors import EXIT_BAD_INPUT, ConfigError
 from invariants.history import is_client
 
 FRAME_TYPES = ("header", "schedule", "event", "verdict", "end")
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 VERDICT_VALUES: tuple[object, ...] = (True, False, "unknown")
 #: The end frame's exit code of a run whose input was refused (the CLI's exit 2).
-BAD_INPUT_EXIT_CODE = 2
+BAD_INPUT_EXIT_CODE = EXIT_BAD_INPUT
 
 
 def as_mapping(obj: object, what: str) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import tomllib
 import urllib.request
 from collections import Counter
 from collections.abc import Mapping
@@ -22,11 +21,11 @@ import nats.js.errors
 import psycopg
 import trio
 
-from chaos.errors import ConfigError
-from chaos.run import RunContext
-from chaos.scenario import Scenario, Subject
+import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
+from chaos.context import RunContext, Subject
+from chaos.scenario import Scenario
 from chaos.services import free_port
-from faults.space import FaultSpace
+from scenarios.payments.variants import VARIANTS
 
 HERE = Path(__file__).resolve().parent
 ORDERS = 30
@@ -75,12 +74,9 @@ def _query(dsn: str, sql: str) -> list[dict[str, Any]]:
 class Payments(Scenario):
     id = "payments"
     description = "orders over JetStream, charged once at a gateway, booked once in Postgres"
-    variants = {
-        "golden": "idempotency key per order, enforced in Postgres and at the gateway; "
-        "ack after commit; retries with backoff",
-        "no-idempotency": "the golden consumer without its idempotency check",
-    }
+    variants = {name: charger.description for name, charger in VARIANTS.items()}
     invariants = ("exactly_once", "no_lost_messages", "consistent_final_state")
+    consistency = ("consistent_final_state",)
     catches = {"no-idempotency": "exactly_once"}
     subjects = {
         "orders": Subject(
@@ -91,14 +87,6 @@ class Payments(Scenario):
         )
     }
     settle_timeout_s = 30.0
-
-    def fault_space(self, variant: str) -> FaultSpace:
-        self.check_variant(variant)
-        try:
-            spaces = tomllib.loads((self.path / "faults.toml").read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{self.path / 'faults.toml'}: {exc}") from None
-        return FaultSpace.from_dict(spaces[variant])
 
     def orders(self, ctx: RunContext) -> list[dict[str, Any]]:
         rng = ctx.rng("orders")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.errors import ConfigError
-from scenarios.payments.consumer import SCHEMA, GoldenCharger
+from scenarios.payments.charger import SCHEMA, GoldenCharger
 
 
 class NoIdempotencyCharger(GoldenCharger):
@@ -18,6 +18,8 @@ class NoIdempotencyCharger(GoldenCharger):
     It neither looks for an existing charge, nor sends an idempotency key to the gateway,
     nor keeps ``charges.order_id`` unique. A redelivered order is charged again.
     """
+
+    description = "the golden consumer without its idempotency check"
 
     schema = SCHEMA.replace("order_id     text PRIMARY KEY", "order_id     text NOT NULL")
 
@@ -39,6 +41,7 @@ class NoIdempotencyCharger(GoldenCharger):
             await self._book(db, order)
 
 
+#: Every variant of the scenario (``Payments.variants`` is derived from it).
 VARIANTS: dict[str, type[GoldenCharger]] = {
     "golden": GoldenCharger,
     "no-idempotency": NoIdempotencyCharger,

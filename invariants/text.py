@@ -1,4 +1,4 @@
-"""Small helpers for readable, deterministic explanations."""
+"""Small helpers for readable, deterministic explanations (for checkers of any pack)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from invariants import History, get, run_checkers
-from invariants.payments import consistent_final_state, exactly_once, no_lost_messages
+from scenarios.payments.checkers import (
+    PACK,
+    consistent_final_state,
+    exactly_once,
+    no_lost_messages,
+)
 
 ORDERS = {
     "o-1": ("acct-a", 100),
@@ -238,7 +243,7 @@ def test_malformed_state_gives_unknown(edit: Any, names: set[str], explanation: 
     state = golden()
     edit(state)
     all_three = ["exactly_once", "no_lost_messages", "consistent_final_state"]
-    verdicts = run_checkers([get(n) for n in all_three], EMPTY, state)
+    verdicts = run_checkers([get(n, pack=PACK) for n in all_three], EMPTY, state)
     unknown = {v.name for v in verdicts if v.valid == "unknown"}
     assert unknown == names
     assert {v.explanation for v in verdicts if v.valid == "unknown"} == {explanation}
@@ -246,7 +251,7 @@ def test_malformed_state_gives_unknown(edit: Any, names: set[str], explanation: 
 
 
 def test_final_state_must_be_a_map() -> None:
-    (verdict,) = run_checkers([get("exactly_once")], EMPTY, copy.copy([]))  # type: ignore[arg-type]
+    (verdict,) = run_checkers([get("exactly_once", pack=PACK)], EMPTY, copy.copy([]))  # type: ignore[arg-type]
     assert (
         verdict.explanation
         == "checker crashed: MalformedState: final_state must be a map, got list"
@@ -257,8 +262,8 @@ def test_checkers_are_pure() -> None:
     state = golden()
     before = copy.deepcopy(state)
     for name in ("exactly_once", "no_lost_messages", "consistent_final_state"):
-        first = get(name).check(EMPTY, state)
-        assert get(name).check(EMPTY, state) == first
+        first = get(name, pack=PACK).check(EMPTY, state)
+        assert get(name, pack=PACK).check(EMPTY, state) == first
     assert state == before
 
 
@@ -266,6 +271,6 @@ def test_tuples_read_like_lists() -> None:
     state = golden()
     state = {k: tuple(v) if isinstance(v, list) else v for k, v in state.items()}
     assert all(
-        get(n).check(EMPTY, state).valid is True
+        get(n, pack=PACK).check(EMPTY, state).valid is True
         for n in ("exactly_once", "no_lost_messages", "consistent_final_state")
     )

@@ -6,11 +6,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from invariants._text import listing, natural, plural, were
-from invariants.history import History
-from invariants.payments import state
-from invariants.registry import register
-from invariants.verdict import Verdict
+from invariants import History, Verdict, register
+from invariants.text import listing, natural, plural, were
+from scenarios.payments.checkers import state
+from scenarios.payments.checkers.state import PACK
 
 NAME = "consistent_final_state"
 
@@ -104,7 +103,7 @@ def _sentences(accounts: dict[str, Any], found: dict[str, Any]) -> list[str]:
     return out
 
 
-@register(NAME)
+@register(NAME, pack=PACK)
 def consistent_final_state(history: History, final_state: Mapping[str, Any]) -> Verdict:
     """For every account, balance == ledger sum == charges sum; gateway and Postgres charges
     agree per order; charged amounts equal order amounts; every id is a known order."""

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+#: The registry namespace of the payments checkers (the scenario's id).
+PACK = "payments"
+
 
 class MalformedState(ValueError):
     """``final_state`` does not have the documented shape (see docs/invariants.md)."""

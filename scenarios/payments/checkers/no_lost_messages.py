@@ -5,16 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from invariants._text import listing, natural, plural, were
-from invariants.history import History
-from invariants.payments import state
-from invariants.registry import register
-from invariants.verdict import Verdict
+from invariants import History, Verdict, register
+from invariants.text import listing, natural, plural, were
+from scenarios.payments.checkers import state
+from scenarios.payments.checkers.state import PACK
 
 NAME = "no_lost_messages"
 
 
-@register(NAME)
+@register(NAME, pack=PACK)
 def no_lost_messages(history: History, final_state: Mapping[str, Any]) -> Verdict:
     """Each published order has a charge in Postgres (the system of record)."""
     published = set(state.published(final_state))

@@ -6,11 +6,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from invariants._text import listing, natural, were
-from invariants.history import History
-from invariants.payments import state
-from invariants.registry import register
-from invariants.verdict import Verdict
+from invariants import History, Verdict, register
+from invariants.text import listing, natural, were
+from scenarios.payments.checkers import state
+from scenarios.payments.checkers.state import PACK
 
 NAME = "exactly_once"
 _PLACES = (("gateway", "at the gateway"), ("charges_table", "in the charges table"))
@@ -40,7 +39,7 @@ def _sentences(problems: dict[str, Any], place: str, total: int) -> list[str]:
     return out
 
 
-@register(NAME)
+@register(NAME, pack=PACK)
 def exactly_once(history: History, final_state: Mapping[str, Any]) -> Verdict:
     """Each published order has exactly one gateway charge and one charges row; no order
     (published or not) is charged twice anywhere."""

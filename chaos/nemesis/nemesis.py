@@ -1,0 +1,120 @@
+"""The Nemesis: for each fault, wait for its trigger, apply it, hold it, heal it.
+
+::
+
+    trigger ──► apply (the applier of LAYER[kind]) ──► hold ──► heal (shielded)
+                                                        │
+        duration_s, else the workload's end  ◄──────────┤  (lasting faults)
+        heal_after_s (a crash's restart)     ◄──────────┤
+        the run's end                        ◄──────────┘  (message toxics)
+
+Every fault is a task of the nemesis nursery and its heal runs in a ``finally``: when the
+hold ends, or when the nemesis is cancelled (end of run, error, Ctrl-C), the fault is
+removed, shielded from that cancellation. Each step is an ``info`` operation of process
+``nemesis`` in the history: ``apply``, ``heal``, or ``not_triggered``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import trio
+
+from chaos.nemesis.applier import Applied, Applier, params_of
+from chaos.nemesis.clock import ClockApplier
+from chaos.nemesis.message import MessageApplier
+from chaos.nemesis.network import NetworkApplier
+from chaos.nemesis.process import ProcessApplier
+from chaos.nemesis.protocol import NemesisContext
+from chaos.nemesis.triggers import check_trigger, wait_for
+from faults.kinds import LAYER, TARGET_KIND, FaultLayer, TargetKind
+from faults.model import FaultEvent, FaultSchedule
+from invariants.history import NEMESIS
+
+#: The applier of each fault layer (``faults.kinds.LAYER`` picks the layer of a kind).
+APPLIERS: Mapping[FaultLayer, Applier[Any]] = {
+    FaultLayer.NETWORK: NetworkApplier(),
+    FaultLayer.MESSAGE: MessageApplier(),
+    FaultLayer.PROCESS: ProcessApplier(),
+    FaultLayer.CLOCK: ClockApplier(),
+}
+
+#: How to find a target of each kind in a run (``faults.kinds.TARGET_KIND`` says which).
+RESOLVERS: Mapping[TargetKind, Callable[[NemesisContext, str], Any]] = {
+    TargetKind.LINK: lambda ctx, name: ctx.link(name),
+    TargetKind.SUBJECT: lambda ctx, name: ctx.subject(name),
+    TargetKind.SERVICE: lambda ctx, name: ctx.service(name),
+}
+
+
+def resolve_target(ctx: NemesisContext, event: FaultEvent) -> Any:
+    """The link, subject or service ``event`` targets (ConfigError if the run has none)."""
+    return RESOLVERS[TARGET_KIND[event.kind]](ctx, event.target.name)
+
+
+class Nemesis:
+    """Runs one schedule against one run."""
+
+    def __init__(self, ctx: NemesisContext, schedule: FaultSchedule) -> None:
+        self.ctx = ctx
+        self.schedule = schedule
+        #: Set by the run when the workload returns: lasting faults heal then.
+        self.workload_done = trio.Event()
+        #: Ids of the faults applied so far, in order.
+        self.applied: list[str] = []
+
+    def check(self) -> None:
+        """Every target and trigger of the schedule exists in this run (ConfigError if not)."""
+        for event in self.schedule.events:
+            resolve_target(self.ctx, event)
+            check_trigger(self.ctx, event.trigger)
+
+    async def run(self) -> None:
+        """Run every fault; returns only when cancelled (the run decides when faults end)."""
+        async with trio.open_nursery() as nursery:
+            for event in self.schedule.events:
+                nursery.start_soon(self._fault, event)
+            await trio.sleep_forever()
+
+    async def _fault(self, event: FaultEvent) -> None:
+        try:
+            await wait_for(self.ctx, event.trigger)
+        except trio.Cancelled:
+            self._record("not_triggered", event)
+            raise
+        applier = APPLIERS[LAYER[event.kind]]
+        applied = await applier.apply(self.ctx, event, resolve_target(self.ctx, event))
+        self.applied.append(event.id)
+        self._record("apply", event)
+        try:
+            await self._hold(event, applied)
+        finally:
+            with trio.CancelScope(shield=True):
+                await applied.heal()
+                self._record("heal", event)
+
+    async def _hold(self, event: FaultEvent, applied: Applied) -> None:
+        """Until the fault is due to heal (cancellation ends it early)."""
+        if applied.until_run_end:
+            await trio.sleep_forever()
+        elif applied.heal_after_s is not None:
+            await trio.sleep(applied.heal_after_s)
+        else:
+            lasts = math.inf if event.duration_s is None else event.duration_s
+            with trio.move_on_after(lasts):
+                await self.workload_done.wait()
+
+    def _record(self, phase: str, event: FaultEvent) -> None:
+        self.ctx.recorder.record(
+            NEMESIS,
+            "info",
+            event.kind.value,
+            {
+                "phase": phase,
+                "fault_id": event.id,
+                "target": str(event.target),
+                **params_of(event),
+            },
+        )

@@ -1,0 +1,62 @@
+"""PROCESS faults: signals to a service under test.
+
+::
+
+    crash  SIGKILL the service (its process group); restart it after ``restart_after_s``
+    pause  SIGSTOP it; SIGCONT on heal
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from chaos.nemesis.applier import Applied, params_of
+from chaos.nemesis.protocol import NemesisContext, Service
+from faults.kinds import FaultKind
+from faults.model import FaultEvent
+from invariants.history import SERVICE_PREFIX
+
+#: How long a crashed service may take to come back before the run fails.
+RESTART_TIMEOUT_S = 60.0
+
+
+async def _crash(ctx: NemesisContext, event: FaultEvent, service: Service) -> Applied:
+    await service.kill()
+
+    async def restart() -> None:
+        with trio.fail_after(RESTART_TIMEOUT_S):
+            await service.restart()
+        ctx.recorder.record(
+            f"{SERVICE_PREFIX}{service.name}",
+            "info",
+            "start",
+            {"pid": service.pid, "restart": True},
+        )
+
+    return Applied(restart, heal_after_s=float(params_of(event)["restart_after_s"]))
+
+
+async def _pause(ctx: NemesisContext, event: FaultEvent, service: Service) -> Applied:
+    service.pause()
+
+    async def resume() -> None:
+        service.resume()
+
+    return Applied(resume)
+
+
+FAULTS: dict[FaultKind, Callable[[NemesisContext, FaultEvent, Service], Awaitable[Applied]]] = {
+    FaultKind.CRASH: _crash,
+    FaultKind.PAUSE: _pause,
+}
+
+
+class ProcessApplier:
+    """Signals the service; a crash heals itself by restarting it."""
+
+    kinds = frozenset(FAULTS)
+
+    async def apply(self, ctx: NemesisContext, event: FaultEvent, target: Service) -> Applied:
+        return await FAULTS[event.kind](ctx, event, target)

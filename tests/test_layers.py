@@ -1,0 +1,276 @@
+"""The house's layers: imports point down only, no import cycle, packs stay off engines and faces.
+
+The layer order is written once, here (docs/architecture.md explains it). Every module of the
+five top-level packages is read with ``ast`` (nothing is imported) and each failure names the
+file and line of the offending import.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("chaos", "faults", "replay", "invariants", "scenarios")
+
+# One row per floor, bottom up: rank, name, the modules on it. NAME covers the module and
+# everything under it, NAME= the module alone, * is a wildcard; the most specific entry wins.
+# Packs (P) may import floors 0-2 (and packs); no harness module imports a pack: the harness
+# loads packs by name.
+LAYERS = """
+0 ground   chaos=  chaos.errors  chaos.rng  chaos._signals  chaos._checks
+1 model    faults  invariants  replay.trace
+2 run      chaos.scenario  chaos.context  chaos.nemesis  chaos.recorder  chaos.services  chaos.run
+P packs    scenarios
+3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grade  chaos.task
+4 faces    chaos.cli  chaos._cli_*  chaos.pytest_plugin  chaos.__main__
+"""
+PACK_RANK = 2.5
+
+
+@dataclass(frozen=True)
+class Floor:
+    rank: float
+    name: str
+
+
+def floors() -> list[tuple[str, Floor]]:
+    """(pattern, floor) for every entry of LAYERS."""
+    entries = []
+    for line in LAYERS.strip().splitlines():
+        rank, name, *patterns = line.split()
+        floor = Floor(PACK_RANK if rank == "P" else float(rank), name)
+        entries += [(pattern, floor) for pattern in patterns]
+    return entries
+
+
+FLOORS = floors()
+
+
+def floor_of(module: str) -> Floor | None:
+    best: tuple[int, Floor] | None = None
+    for pattern, floor in FLOORS:
+        if pattern.endswith("="):
+            hit = module == pattern[:-1]
+        elif "*" in pattern:
+            hit = fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(
+                module, pattern + ".*"
+            )
+        else:
+            hit = module == pattern or module.startswith(pattern + ".")
+        if hit and (best is None or len(pattern) > best[0]):
+            best = (len(pattern), floor)
+    return None if best is None else best[1]
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module
+    target: str  # imported project module
+    file: Path
+    line: int
+    type_only: bool  # inside ``if TYPE_CHECKING:``
+
+    @property
+    def where(self) -> str:
+        return f"{self.file.relative_to(ROOT)}:{self.line}"
+
+
+def module_files() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for file in sorted((ROOT / package).rglob("*.py")):
+            parts = list(file.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = file
+    return found
+
+
+MODULES = module_files()
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _resolve(source: str, file: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = source if file.name == "__init__.py" else source.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def imports_of(source: str, file: Path) -> Iterator[Import]:
+    tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
+
+    def walk(node: ast.AST, type_only: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for stmt in child.body:
+                    yield from walk_one(stmt, True)
+                for stmt in child.orelse:
+                    yield from walk_one(stmt, type_only)
+            else:
+                yield from walk_one(child, type_only)
+
+    def walk_one(node: ast.AST, type_only: bool) -> Iterator[Import]:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(source, alias.name, file, node.lineno, type_only)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(source, file, node)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                target = sub if sub in MODULES else base
+                yield Import(source, target, file, node.lineno, type_only)
+        else:
+            yield from walk(node, type_only)
+
+    for found in walk(tree, False):
+        if found.target.split(".")[0] in PACKAGES:
+            yield found
+
+
+IMPORTS = [found for module, file in MODULES.items() for found in imports_of(module, file)]
+
+
+def describe(module: str) -> str:
+    floor = floor_of(module)
+    return f"{module} ({'no layer' if floor is None else floor.name})"
+
+
+def wrong_way(imports: list[Import]) -> list[str]:
+    """Each import that points up, or into a pack from the harness, or out of the ground."""
+    problems = []
+    for found in imports:
+        source, target = floor_of(found.source), floor_of(found.target)
+        if source is None or target is None:
+            continue  # reported by test_every_module_has_a_layer
+        what = f"{found.where}: {describe(found.source)} imports {describe(found.target)}"
+        if source.rank == 0 and target.rank != 0:
+            problems.append(f"{what}: the ground floor imports nothing of the project")
+        elif source.rank == PACK_RANK and target.rank not in (0, 1, 2, PACK_RANK):
+            problems.append(f"{what}: a pack may use floors 0-2 only (no engine, no face)")
+        elif target.rank == PACK_RANK and source.rank != PACK_RANK:
+            problems.append(f"{what}: the harness loads packs by name, it never imports one")
+        elif target.rank > source.rank:
+            problems.append(f"{what}: imports must point down")
+    return list(dict.fromkeys(problems))  # one line per import, however many names it takes
+
+
+def cycles(imports: list[Import]) -> list[str]:
+    """Each runtime import cycle (TYPE_CHECKING imports left out), with its edges' lines."""
+    edges: dict[str, dict[str, Import]] = {}
+    for found in imports:
+        if not found.type_only and found.target in MODULES and found.target != found.source:
+            edges.setdefault(found.source, {}).setdefault(found.target, found)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in edges.get(node, {}):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    problems = []
+    for component in components:
+        members = set(component)
+        lines = [
+            f"    {found.where}: {found.source} -> {target}"
+            for source in component
+            for target, found in edges.get(source, {}).items()
+            if target in members
+        ]
+        problems.append(f"import cycle among {', '.join(component)}:\n" + "\n".join(lines))
+    return problems
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in MODULES if floor_of(m) is None] == []
+
+
+def test_imports_point_down() -> None:
+    problems = wrong_way(IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycle() -> None:
+    problems = cycles(IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_chaos_package_is_empty_so_the_ground_floor_loads_alone() -> None:
+    init = [found for found in IMPORTS if found.source == "chaos"]
+    assert init == []
+
+
+# -- the checker itself ---------------------------------------------------------------
+
+
+def _edge(source: str, target: str, type_only: bool = False) -> Import:
+    return Import(source, target, ROOT / "chaos" / "x.py", 7, type_only)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "reason"),
+    [
+        ("faults.schedule", "chaos.run", "imports must point down"),
+        ("chaos.run", "chaos.search", "imports must point down"),
+        ("chaos.errors", "faults.model", "the ground floor imports nothing"),
+        ("scenarios.payments.scenario", "chaos.search", "a pack may use floors 0-2 only"),
+        ("scenarios.payments.scenario", "chaos.cli", "a pack may use floors 0-2 only"),
+        ("invariants", "scenarios.payments.checkers", "the harness loads packs by name"),
+        ("replay.trace", "replay.replay", "imports must point down"),
+    ],
+)
+def test_the_checker_catches_each_wrong_way_import(source: str, target: str, reason: str) -> None:
+    for type_only in (False, True):  # TYPE_CHECKING imports count for the direction too
+        (problem,) = wrong_way([_edge(source, target, type_only)])
+        assert problem.startswith("chaos/x.py:7: ")
+        assert reason in problem
+
+
+def test_the_checker_finds_a_cycle_but_not_through_type_checking_imports() -> None:
+    a, b = "chaos.run", "chaos.scenario"
+    (problem,) = cycles([_edge(a, b), _edge(b, a)])
+    assert problem.startswith("import cycle among chaos.run, chaos.scenario")
+    assert "chaos/x.py:7: chaos.scenario -> chaos.run" in problem
+    assert cycles([_edge(a, b), _edge(b, a, type_only=True)]) == []
+
+
+def test_the_checker_reads_type_checking_and_relative_imports(tmp_path: Path) -> None:
+    found = {(i.target, i.type_only) for i in IMPORTS if i.source == "chaos.context"}
+    assert ("chaos.scenario", True) in found
+    assert ("chaos.recorder", False) in found
+    relative = {i.target for i in IMPORTS if i.source == "replay.replay"}
+    assert "chaos.run" in relative
+    assert {"replay._divergence", "replay._outcome"} <= relative
