@@ -48,7 +48,7 @@ class Signal:
     of a run that caught the variant shows every one of them. A signal matches an event when
     every field that is set matches: ``process``, ``f`` and ``type`` exactly, ``match`` as a
     regular expression searched in the event's value (a string as is, anything else as
-    compact JSON with sorted keys).
+    JSON with sorted keys, ``json.dumps(value, sort_keys=True)``).
     """
 
     #: One line for people: what the signal is evidence of.
