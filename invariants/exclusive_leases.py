@@ -97,8 +97,8 @@ def exclusive_leases(history: History, final_state: Mapping[str, Any]) -> Verdic
     holders = Counter(lease.holder for lease in leases)
     return Verdict.holds(
         NAME,
-        f"none of the {plural(len(leases), 'lease')} granted to {plural(len(holders), 'holder')} "
-        f"overlapped another holder's while both were written under{note}.",
+        f"no lease overlapped another holder's while both were written under "
+        f"({plural(len(leases), 'lease')}, {plural(len(holders), 'holder')}){note}.",
         **evidence_data,
     )
 

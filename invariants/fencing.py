@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from invariants.history import History
-from invariants.leases import Evidence, Fact, Write, read_evidence, seconds
+from invariants.leases import Fact, Write, read_evidence, seconds
 from invariants.registry import register
 from invariants.text import listing, plural
 from invariants.verdict import Verdict
@@ -88,11 +88,28 @@ def _how(write: Write) -> str:
     return "" if write.sent is not None else " (sent no token: its latest lease)"
 
 
+def _when(writes: list[Write]) -> str:
+    """``at 7.012 s`` for one write, ``from 7.012 s to 9.500 s`` for several."""
+    if len(writes) == 1:
+        return f"at {seconds(writes[0].time_s)}"
+    return f"from {seconds(writes[0].time_s)} to {seconds(writes[-1].time_s)}"
+
+
+def _whose(writer: str, writes: list[Write]) -> str:
+    """``worker-1's write`` or ``worker-1's 3 writes``."""
+    return f"{writer}'s write" if len(writes) == 1 else f"{writer}'s {len(writes)} writes"
+
+
+def _grouped(items: list[Any], key: Any) -> list[list[Any]]:
+    """``items`` in runs that share ``key(item)``, in order of each key's first item."""
+    groups: dict[Any, list[Any]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return list(groups.values())
+
+
 def _sentences(
-    evidence: Evidence,
-    found: dict[str, Any],
-    stale: list[tuple[Write, Write]],
-    foreign: list[Write],
+    found: dict[str, Any], stale: list[tuple[Write, Write]], foreign: list[Write]
 ) -> list[str]:
     out = []
     if found["grant_order"]:
@@ -104,24 +121,33 @@ def _sentences(
         n = len(shown)
         out.append(f"{plural(n, 'grant')} did not raise the fencing token: {listing(shown)}")
     if foreign:
-        shown = [
-            f"{w.writer} at {seconds(w.time_s)} "
-            + (f"under token {w.sent} ({w.problem})" if w.sent is not None else str(w.problem))
-            for w in foreign
-        ]
-        n = len(shown)
+        shown = []
+        for group in _grouped(foreign, lambda w: (w.writer, w.lease, w.sent, w.problem)):
+            w = group[0]
+            under = (
+                f" under token {_label(w.lease, w.sent)} ({w.problem})"
+                if w.sent is not None
+                else f" {w.problem}"
+            )
+            shown.append(f"{_whose(w.writer, group)}{under} {_when(group)}")
+        n = len(foreign)
         out.append(
             f"{plural(n, 'accepted write')} did not go under a lease of "
             f"{'its' if n == 1 else 'their'} writer: {listing(shown)}"
         )
     if stale:
-        shown = [
-            f"{w.writer}'s under token {_label(w.lease, w.token or 0)} at "
-            f"{seconds(w.time_s)}{_how(w)} after {b.writer}'s under token "
-            f"{_label(b.lease, b.token or 0)} at {seconds(b.time_s)}"
-            for w, b in stale
-        ]
-        n = len(shown)
+        shown = []
+        for group in _grouped(
+            stale, lambda pair: (pair[0].writer, pair[0].lease, pair[0].token, id(pair[1]))
+        ):
+            writes = [w for w, _ in group]
+            w, b = group[0]
+            shown.append(
+                f"{_whose(w.writer, writes)} under token {_label(w.lease, w.token or 0)} "
+                f"{_when(writes)}{_how(w)} after {b.writer}'s under token "
+                f"{_label(b.lease, b.token or 0)} at {seconds(b.time_s)}"
+            )
+        n = len(stale)
         out.append(
             f"the resource accepted {plural(n, 'write')} under an older lease after a newer "
             f"one had written: {listing(shown)}"
@@ -147,7 +173,7 @@ def fencing_tokens(history: History, final_state: Mapping[str, Any]) -> Verdict:
         "foreign": [{**_write_data(w), "problem": w.problem} for w in foreign],
         "stale": [{"write": _write_data(w), "after": _write_data(b)} for w, b in stale],
     }
-    sentences = _sentences(evidence, found, stale, foreign)
+    sentences = _sentences(found, stale, foreign)
     tail = []
     if rejected:
         tail.append(f"it rejected {plural(len(rejected), 'write')}")
@@ -158,7 +184,9 @@ def fencing_tokens(history: History, final_state: Mapping[str, Any]) -> Verdict:
         return Verdict.violated(NAME, "; ".join(sentences) + suffix + ".", **found)
     tokens = sorted({w.token for w in accepted if w.token is not None})
     under = f"{plural(len(tokens), 'lease')}" + (
-        f" (tokens {listing([str(t) for t in tokens])})" if tokens else ""
+        f" ({'token' if len(tokens) == 1 else 'tokens'} {listing([str(t) for t in tokens])})"
+        if tokens
+        else ""
     )
     return Verdict.holds(
         NAME,

@@ -20,8 +20,7 @@ def test_handovers_after_expiry_hold() -> None:
     verdict = exclusive_leases.check(history, STATE)
     assert verdict.valid is True
     assert verdict.explanation == (
-        "none of the 2 leases granted to 2 holders overlapped another holder's while both "
-        "were written under."
+        "no lease overlapped another holder's while both were written under (2 leases, 2 holders)."
     )
     assert verdict.evidence["writes"] == 2
 
@@ -61,7 +60,7 @@ def test_an_overlap_only_one_holder_wrote_under_is_listed_not_reported() -> None
     verdict = exclusive_leases.check(history, STATE)
     assert verdict.valid is True
     assert verdict.explanation.endswith(
-        "while both were written under (1 overlap had writes under only one lease)."
+        "(2 leases, 2 holders) (1 overlap had writes under only one lease)."
     )
     assert [o["overlap_s"] for o in verdict.evidence["overlaps_written_by_one"]] == [1.0]
 

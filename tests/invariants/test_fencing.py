@@ -47,7 +47,7 @@ def test_a_paused_holder_writing_without_a_token_after_its_successor_is_stale() 
     assert verdict.valid is False
     assert verdict.explanation == (
         "the resource accepted 1 write under an older lease after a newer one had written: "
-        "worker-1's under token 1 at 4.000 s (sent no token: its latest lease) after "
+        "worker-1's write under token 1 at 4.000 s (sent no token: its latest lease) after "
         "worker-2's under token 2 at 2.800 s."
     )
     [stale] = verdict.evidence["stale"]
@@ -68,14 +68,15 @@ def test_a_token_granted_to_another_worker_is_not_the_writers_lease() -> None:
         renew(2, "worker-1", 3.9),  # renewed without checking it still held the lease
         write("worker-1", 2, 4.0),
         write("worker-2", 2, 4.1),
+        write("worker-1", 2, 4.2),
     )
     verdict = fencing_tokens.check(history, STATE)
     assert verdict.valid is False
     assert verdict.explanation == (
-        "1 accepted write did not go under a lease of its writer: worker-1 at 4.000 s under "
-        "token 2 (granted to worker-2)."
+        "2 accepted writes did not go under a lease of their writer: worker-1's 2 writes "
+        "under token 2 (granted to worker-2) from 4.000 s to 4.200 s."
     )
-    assert [w["problem"] for w in verdict.evidence["foreign"]] == ["granted to worker-2"]
+    assert [w["problem"] for w in verdict.evidence["foreign"]] == ["granted to worker-2"] * 2
 
 
 @pytest.mark.parametrize(
@@ -83,15 +84,15 @@ def test_a_token_granted_to_another_worker_is_not_the_writers_lease() -> None:
     [
         (
             [write("worker-3", 7, 1.0)],
-            "worker-3 at 1.000 s under token 7 (a token never granted)",
+            "worker-3's write under token 7 (a token never granted) at 1.000 s",
         ),
         (
             [write("worker-1", 2, 1.0), grant(2, "worker-1", 3.0)],
-            "worker-1 at 1.000 s under token 2 (before it was granted)",
+            "worker-1's write under token 2 (before it was granted) at 1.000 s",
         ),
         (
             [write("worker-3", None, 1.0)],
-            "worker-3 at 1.000 s without ever having been granted a lease",
+            "worker-3's write without ever having been granted a lease at 1.000 s",
         ),
     ],
 )
@@ -129,7 +130,7 @@ def test_writes_of_unknown_outcome_prove_nothing() -> None:
     verdict = fencing_tokens.check(history, STATE)
     assert verdict.valid is True
     assert verdict.explanation == (
-        "the resource accepted 1 write in fencing-token order under 1 lease (tokens 2), each "
+        "the resource accepted 1 write in fencing-token order under 1 lease (token 2), each "
         "under a lease granted to its writer (2 writes had an unknown outcome (not counted))."
     )
     assert verdict.evidence["unknown"] == 2
@@ -156,7 +157,9 @@ def test_only_the_trusted_processes_are_evidence() -> None:
     history = story(grant(1, "worker-1", 0.0), forged, write("worker-3", 9, 1.0))
     verdict = fencing_tokens.check(history, STATE)
     assert verdict.valid is False
-    assert "worker-3 at 1.000 s under token 9 (a token never granted)" in verdict.explanation
+    assert "worker-3's write under token 9 (a token never granted) at 1.000 s" in (
+        verdict.explanation
+    )
 
 
 def test_leases_of_different_names_are_fenced_independently() -> None:
