@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from invariants import History, Verdict, register
-from invariants.history import NEMESIS
 from invariants.leases import Sources, seconds
 from invariants.text import plural
 

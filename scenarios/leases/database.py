@@ -176,6 +176,6 @@ def prepare(
 def query(dsn: str, text: str) -> list[dict[str, object]]:
     """Rows of one query, as maps (the harness's own reads)."""
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-        cur = conn.execute(text)  # type: ignore[arg-type]
+        cur = conn.execute(text)
         names = [c.name for c in cur.description or ()]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

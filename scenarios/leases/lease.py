@@ -86,7 +86,7 @@ class GoldenLease:
         except (psycopg.Error, OSError) as exc:
             raise NotSent(f"connect: {type(exc).__name__}") from None
         try:
-            cur = await self.db.execute(statement.format(now=self.now_sql), params)  # type: ignore[arg-type]
+            cur = await self.db.execute(statement.format(now=self.now_sql), params)
             row = await cur.fetchone()
         except (psycopg.Error, OSError) as exc:
             await self.close()

@@ -53,8 +53,9 @@ def _ops(ctx: RunContext, process: str, f: str, type_: str = "ok") -> list[dict[
 
 
 async def _until(check: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll ``check`` (over the recorder's events: they come with no notification)."""
     with trio.move_on_after(timeout_s):
-        while not check():
+        while not check():  # noqa: ASYNC110
             await trio.sleep(0.02)
         return True
     return False
@@ -193,8 +194,10 @@ class Leases(Scenario):
         await ctx.ready(*started)
         # faults count connections and bytes from here on the same way on every run
         await _until(
-            lambda: sum(e["value"].get("writer") == first for e in _ops(ctx, STORE, "write"))
-            >= WARMUP_WRITES,
+            lambda: (
+                sum(e["value"].get("writer") == first for e in _ops(ctx, STORE, "write"))
+                >= WARMUP_WRITES
+            ),
             STARTUP_TIMEOUT_S,
         )
 

@@ -107,8 +107,13 @@ class Store:
                 status, body = await asyncio.wait_for(
                     self._request(reader, writer, "POST", "/write", value), HTTP_TIMEOUT_S
                 )
-            except (OSError, TimeoutError, asyncio.IncompleteReadError, StoreError,
-                    ValueError) as exc:
+            except (
+                OSError,
+                TimeoutError,
+                asyncio.IncompleteReadError,
+                StoreError,
+                ValueError,
+            ) as exc:
                 op("info", "write", value, error=type(exc).__name__)
                 return FAILED, None
             if status == 409 and isinstance(body, dict):

@@ -53,6 +53,6 @@ def story(*steps: list[dict[str, Any]]) -> History:
     ops = []
     for step in steps:
         for op in step:
-            at = op.pop("at")
-            ops.append({**op, "index": len(ops), "time_ns": round(at * 1e9)})
+            fields = {k: v for k, v in op.items() if k != "at"}
+            ops.append({**fields, "index": len(ops), "time_ns": round(op["at"] * 1e9)})
     return History(ops)
