@@ -16,19 +16,22 @@ from invariants.text import plural
 
 PACK = "leases"
 NAME = "job_recovered"
+#: The nemesis phases that change the faults in force (``not_triggered`` changes nothing).
+FAULT_CHANGES = ("apply", "heal")
 
 
 @register(NAME, pack=PACK)
 def job_recovered(history: History, final_state: Mapping[str, Any]) -> Verdict:
     """The store accepted writes, and accepted one after the last fault was applied or
-    healed: the singleton job runs again once the faults are gone."""
+    healed (a fault that never triggered changed nothing): the singleton job runs again
+    once the faults are gone."""
     sources = Sources.from_state(final_state)
     accepted = [
         op
         for op in history
         if op.process in sources.resource and op.f == "write" and op.type == "ok"
     ]
-    faults = history.nemesis()
+    faults = [op for op in history.nemesis() if _phase(op) in FAULT_CHANGES]
     last = faults[-1] if faults else None
     after = [op for op in accepted if last is None or op.index > last.index]
     evidence: dict[str, Any] = {

@@ -24,6 +24,7 @@ from chaos.services import free_port
 from invariants.history import HARNESS, NEMESIS
 from invariants.leases import EVIDENCE_KEY
 from scenarios.leases import auditor, database, store, worker
+from scenarios.leases.checkers import FAULT_CHANGES
 from scenarios.leases.variants import VARIANTS
 
 #: The lease's time to live (seconds): every margin of the scenario derives from it.
@@ -209,7 +210,8 @@ class Leases(Scenario):
         times = [
             e["time_ns"]
             for e in ctx.recorder.events
-            if e["process"] == NEMESIS or (e["process"] == HARNESS and e["f"] == "workload")
+            if (e["process"] == NEMESIS and e["value"].get("phase") in FAULT_CHANGES)
+            or (e["process"] == HARNESS and e["f"] == "workload")
         ]
         return max(times, default=0)
 

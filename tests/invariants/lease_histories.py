@@ -50,7 +50,7 @@ def write(
 
 
 def story(*steps: list[dict[str, Any]]) -> History:
-    ops = []
+    ops: list[dict[str, Any]] = []
     for step in steps:
         for op in step:
             fields = {k: v for k, v in op.items() if k != "at"}

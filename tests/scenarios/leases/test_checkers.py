@@ -51,7 +51,8 @@ def test_the_job_must_write_again_after_the_last_fault_event() -> None:
         "the job did not recover: the store accepted 1 write, none after the last fault event "
         "(pause heal at 4.000 s)."
     )
-    verdict = job_recovered.check(story(*before, write("worker-2", None, 4.5)), STATE)
+    untriggered = fault("not_triggered", 9.0, kind="crash")  # at the run's end: no change
+    verdict = job_recovered.check(story(*before, write("worker-2", None, 4.5), untriggered), STATE)
     assert verdict.valid is True
     assert verdict.explanation == (
         "the job recovered: after the last fault event (pause heal at 4.000 s) the store "
