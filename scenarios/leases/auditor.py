@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from scenarios.leases.database import CHANNEL
+from scenarios.leases.database import CHANNEL, HARNESS_CONNECT_TIMEOUT_S
 from scenarios.leases.store import op
 
 READY_LINE = "auditor listening"
@@ -62,7 +62,9 @@ class Auditor:
 
 def main() -> None:
     auditor = Auditor(json.loads(os.environ["ROLES"]))
-    with psycopg.connect(os.environ["PG_DSN"], autocommit=True, connect_timeout=5) as conn:
+    with psycopg.connect(
+        os.environ["PG_DSN"], autocommit=True, connect_timeout=HARNESS_CONNECT_TIMEOUT_S
+    ) as conn:
         conn.execute(f"LISTEN {CHANNEL}")
         # changes made before LISTEN (none when the harness starts the auditor first)
         rows = conn.execute(

@@ -29,12 +29,15 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 LEASE_NAME = "job"
 CHANNEL = "lease_audit"
+#: The harness's own connections wait this long: a loaded machine is slow, not broken.
+HARNESS_CONNECT_TIMEOUT_S = 30
 
 SCHEMA = """
 CREATE TABLE leases (
@@ -140,7 +143,7 @@ def prepare(
     """
     admin_password = secrets.token_hex(16)
     roles = {w: (role_for(w), secrets.token_hex(16)) for w in workers}
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=HARNESS_CONNECT_TIMEOUT_S) as conn:
         schema = conn.execute("SELECT current_schema()").fetchone()
         assert schema is not None
         conn.execute(
@@ -173,9 +176,32 @@ def prepare(
     return Access(admin, roles)
 
 
-def query(dsn: str, text: str) -> list[dict[str, object]]:
-    """Rows of one query, as maps (the harness's own reads)."""
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-        cur = conn.execute(text)
-        names = [c.name for c in cur.description or ()]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+class Reader:
+    """The harness's reads of the audit: one connection for the whole run, reopened once if
+    it broke (no connection churn while the machine is loaded)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def query(self, text: str) -> list[dict[str, Any]]:
+        """Rows of one query, as maps."""
+        for attempt in (1, 2):
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = psycopg.connect(
+                        self.dsn, autocommit=True, connect_timeout=HARNESS_CONNECT_TIMEOUT_S
+                    )
+                cur = self._conn.execute(text)
+                names = [c.name for c in cur.description or ()]
+                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            except psycopg.OperationalError:
+                self.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None

@@ -14,7 +14,7 @@ import trio
 
 from chaos.services import PostgresService, open_postgres, open_run_dir
 from scenarios.leases import variants
-from scenarios.leases.database import Access, prepare, query
+from scenarios.leases.database import Access, Reader, prepare
 from scenarios.leases.lease import GoldenLease, wall_clock_now
 
 pytestmark = pytest.mark.slow
@@ -51,12 +51,16 @@ async def call(cls: type[GoldenLease], dsn: str, worker: str, what: str) -> int 
 
 
 async def audit(access: Access) -> list[dict[str, Any]]:
-    return await trio.to_thread.run_sync(
-        query,
-        access.admin_dsn,
-        "SELECT kind, token, actor, holder, extract(epoch FROM until - at)::float8 AS ttl,"
-        " extract(epoch FROM expires_at - at)::float8 AS written FROM lease_audit ORDER BY id",
-    )
+    reader = Reader(access.admin_dsn)
+    try:
+        return await trio.to_thread.run_sync(
+            reader.query,
+            "SELECT kind, token, actor, holder, extract(epoch FROM until - at)::float8 AS ttl,"
+            " extract(epoch FROM expires_at - at)::float8 AS written FROM lease_audit"
+            " ORDER BY id",
+        )
+    finally:
+        reader.close()
 
 
 async def test_the_audit_records_each_change_with_the_role_that_made_it(
@@ -102,7 +106,7 @@ async def test_a_role_can_neither_forge_the_audit_nor_act_as_another(
     def refused(statement: str) -> str:
         with psycopg.connect(one, autocommit=True) as conn:
             try:
-                conn.execute(statement)  # type: ignore[arg-type]
+                conn.execute(statement)
             except psycopg.Error as exc:
                 return type(exc).__name__
         return "allowed"
