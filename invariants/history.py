@@ -3,6 +3,14 @@
 Each ``Op`` is one line of the history: a process ``invoke``s an operation ``f`` and later
 completes it with ``ok`` (it happened), ``fail`` (it certainly did not) or ``info`` (unknown:
 it may or may not have happened). Faults are ops of the process ``"nemesis"``.
+
+A process is one logical thread: it has at most one operation open at a time, so pairing an
+invocation with its completion needs no ids (``History.pairs``)::
+
+    p0  invoke write 1 ───────────── ok write 1          happened
+    p1      invoke write 2 ── fail write 2               certainly did not happen
+    p2        invoke write 3 ─────────── info write 3    may or may not have happened
+    p3            invoke write 4 ······ (end)            pending: as unknown as info
 """
 
 from __future__ import annotations
@@ -87,6 +95,20 @@ class Pair:
         """``ok``, ``fail``, ``info`` or ``pending``."""
         return "pending" if self.completion is None else self.completion.type
 
+    @property
+    def happened(self) -> bool | None:
+        """True (``ok``: it happened), False (``fail``: it certainly did not) or None
+        (``info`` or still pending: it may or may not have happened)."""
+        outcome = self.outcome
+        return True if outcome == "ok" else False if outcome == "fail" else None
+
+    @property
+    def value(self) -> Any:
+        """The completion's value when it has one (a read's result), else the invocation's."""
+        if self.completion is not None and self.completion.value is not None:
+            return self.completion.value
+        return self.invoke.value
+
 
 class History(Sequence[Op]):
     """An ordered, immutable sequence of ops (strictly increasing ``index``) with helpers."""
@@ -144,8 +166,9 @@ class History(Sequence[Op]):
     def pairs(self) -> tuple[Pair, ...]:
         """Each invocation with its process's next completion, in invocation order.
 
-        ConfigError if a completion has no outstanding invocation, or a process invokes
-        again before its previous operation completed.
+        ConfigError if a completion has no outstanding invocation, completes another
+        operation than the one its process invoked, or a process invokes again before its
+        previous operation completed.
         """
         open_ops: dict[str, int] = {}
         pairs: list[Pair] = []
@@ -162,6 +185,12 @@ class History(Sequence[Op]):
             elif slot is None:
                 raise ConfigError(
                     f"op {op.index}: {op.type} {op.f!r} by {op.process!r} completes no invocation"
+                )
+            elif op.f != pairs[slot].invoke.f:
+                invoked = pairs[slot].invoke
+                raise ConfigError(
+                    f"op {op.index}: {op.type} {op.f!r} by {op.process!r} completes "
+                    f"{invoked.f!r} (op {invoked.index})"
                 )
             else:
                 pairs[slot] = Pair(pairs[slot].invoke, op)

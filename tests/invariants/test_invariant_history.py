@@ -108,3 +108,50 @@ def test_pairs_reject_completions_of_nothing_and_double_invocations() -> None:
         ConfigError, match=r"^op 1: process 'p0' invoked 'publish' while op 0 is open$"
     ):
         History([op(0, "p0", "invoke"), op(1, "p0", "invoke")]).pairs()
+
+
+def test_happened_says_what_each_outcome_means() -> None:
+    pairs = HISTORY.pairs()
+    # ok: it happened; info: it may or may not have; fail: it did not; pending: unknown
+    assert [p.happened for p in pairs] == [True, None, None, False, None]
+
+
+def test_a_pairs_value_is_its_completions_when_the_completion_has_one() -> None:
+    read = History(
+        [
+            op(0, "p0", "invoke", f="read"),
+            op(1, "p0", "ok", f="read", value=[1, 2]),
+            op(2, "p0", "invoke", f="write", value=3),
+            op(3, "p0", "info", f="write", error="timeout"),
+        ]
+    ).pairs()
+    assert [p.value for p in read] == [[1, 2], 3]
+
+
+def test_a_completion_must_complete_the_operation_its_process_invoked() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^op 1: ok 'read' by 'p0' completes 'publish' \(op 0\)$"
+    ):
+        History([op(0, "p0", "invoke"), op(1, "p0", "ok", f="read")]).pairs()
+
+
+def test_processes_pair_independently_however_their_ops_interleave() -> None:
+    history = History(
+        [
+            op(0, "p0", "invoke", value="a"),
+            op(1, "p1", "invoke", value="b"),
+            op(2, "p2", "invoke", value="c"),
+            op(3, "p1", "fail", value="b"),
+            op(4, "p1", "invoke", value="d"),
+            op(5, "p2", "info", value="c"),
+            op(6, "p0", "ok", value="a"),
+            op(7, "p2", "invoke", value="e"),
+        ]
+    )
+    assert [(p.invoke.value, p.outcome) for p in history.pairs()] == [
+        ("a", "ok"),
+        ("b", "fail"),
+        ("c", "info"),
+        ("d", "pending"),
+        ("e", "pending"),
+    ]
