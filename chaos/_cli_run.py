@@ -14,8 +14,8 @@ from rich.markup import escape
 from chaos._cli_out import status_line, verdict_table
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
-from chaos.run import RunOptions, RunResult, run_scenario
-from chaos.scenario import load_scenario
+from chaos.run import RunOptions, RunResult, default_trace_path, run_scenario
+from chaos.scenario import Scenario, load_scenario
 
 
 def run_command(
@@ -26,6 +26,7 @@ def run_command(
     as_json: bool,
     postgres_dsn: str | None,
     nats_url: str | None,
+    graded: tuple[Path | None, list[str], str | None] = (None, [], None),
 ) -> int:
     """Run once; print the verdicts (or one JSON object); return the exit code."""
     check_seed(seed)
@@ -33,6 +34,11 @@ def run_command(
     loaded.check_variant(variant)
     if out is not None and out.is_dir():
         raise ConfigError(f"--out {out} is a directory, not a trace file path")
+    impl, limits, isolation = graded
+    if impl is not None:
+        return _graded_run(loaded, seed, out, as_json, postgres_dsn, nats_url, graded)
+    if limits or isolation:
+        raise ConfigError("--limit and --isolation go with --impl (a graded run)")
     with status_line(f"chaos run {loaded.id} --variant {variant} --seed {seed}") as progress:
         options = RunOptions(
             loaded,
@@ -49,6 +55,54 @@ def run_command(
     else:
         print_result(result)
     return result.exit_code
+
+
+def _graded_run(
+    scenario: Scenario,
+    seed: int,
+    out: Path | None,
+    as_json: bool,
+    postgres_dsn: str | None,
+    nats_url: str | None,
+    graded: tuple[Path | None, list[str], str | None],
+) -> int:
+    """``chaos run --impl``: one run with a candidate (what each chaos grade worker does)."""
+    from chaos.sandbox.candidate import Limits
+    from chaos.sandbox.graded import make_candidate, run_graded, task_of
+
+    impl, limit_texts, isolation = graded
+    assert impl is not None
+    task = task_of(scenario)
+    limits = Limits.parse(limit_texts, task.limits)
+    candidate = make_candidate(scenario, impl, limits=limits, isolation=isolation)
+    title = f"chaos run {scenario.id} --seed {seed} --impl {impl}"
+    with status_line(title) as progress:
+        options = RunOptions(
+            scenario,
+            seed,
+            out=out or default_trace_path(scenario.id, "candidate", seed),
+            postgres_dsn=postgres_dsn,
+            nats_url=nats_url,
+            progress=progress,
+            candidate=candidate,
+        )
+        run = trio.run(run_graded, options)
+    if as_json:
+        print(json.dumps(run.to_json(), sort_keys=True))
+    else:
+        if run.result is not None:
+            print_result(run.result)
+        report = candidate.report
+        out_ = Console(soft_wrap=True)
+        for c in report.contained:
+            out_.print(f"[red]contained[/]: {escape(c['reason'])}: {escape(c['detail'])}")
+        if run.unreadable:
+            out_.print(f"[red]final state unreadable[/]: {escape(run.unreadable)}")
+        out_.print(
+            f"candidate {report.sha256[:12]} ({report.isolation}): "
+            f"{'held' if run.held else 'failed'}; CPU {report.cpu_s:.2f} s; trace {run.trace}"
+        )
+    return run.exit_code
 
 
 def print_result(result: RunResult) -> None:

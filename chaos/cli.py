@@ -154,11 +154,23 @@ def run(
     nats_url: Annotated[
         str | None, typer.Option(help="Use this NATS (JetStream) instead of an embedded one.")
     ] = None,
+    impl: Annotated[
+        Path | None,
+        typer.Option(help="Run this program in place of the task's service (a graded run)."),
+    ] = None,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option(help="With --impl: a limit NAME=VALUE (see docs/grading.md); repeatable."),
+    ] = None,
+    isolation: Annotated[
+        str | None, typer.Option(help="With --impl: root, uid or user (default: the most).")
+    ] = None,
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
 
-    _exit_with(run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url)
+    graded = (impl, limit or [], isolation)
+    _exit_with(run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url, graded)
 
 
 @app.command("show")
