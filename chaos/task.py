@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import secrets
 import shutil
@@ -274,3 +275,226 @@ def bundle_program(
 def new_key() -> str:
     """A fresh held-out key (64 hex digits)."""
     return secrets.token_hex(32)
+
+
+# -- Harbor ------------------------------------------------------------------------------
+
+_DOCKERFILE = """\
+# The environment of a chaos-harness task (written by `chaos task --format harbor`): the
+# harness with its packs, the agent's workspace in /app. The agent runs as `agent`; the
+# verifier runs as root, so the graded program gets a sandbox of its own.
+FROM python:3.11-slim
+{install}
+RUN useradd --create-home agent && mkdir -p /app && chown agent:agent /app
+COPY --chown=agent:agent workspace/ /app/
+WORKDIR /app
+"""
+
+_TEST_SH = """\
+#!/usr/bin/env bash
+# The verifier of this task (written by `chaos task --format harbor`): grades the program in
+# /app on held-out seeds derived from the key beside this script (tests/ reaches the
+# container only after the agent is done, so the agent never sees it), and writes
+# reward.json (reward, primary, the pass rate of each invariant), grade.json (every field of
+# `chaos grade --json`), junit.xml and the traces. For a local check outside Harbor:
+#   CHAOS_REWARD_DIR  where to write (default /logs/verifier)
+#   CHAOS_IMPL        the program to grade (default /app/{service} if a folder, else
+#                     /app/{service}.py)
+#   CHAOS_HELDOUT     how many held-out seeds (default {heldout})
+#   CHAOS_JOBS        runs side by side (default {jobs})
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${{CHAOS_REWARD_DIR:-/logs/verifier}}"
+impl="${{CHAOS_IMPL:-}}"
+if [ -z "$impl" ]; then
+    if [ -d /app/{service} ]; then impl=/app/{service}; else impl=/app/{service}.py; fi
+fi
+mkdir -p "$out"
+chmod 600 "$here/heldout.key"
+python3 -m chaos grade {scenario} --impl "$impl" --heldout-key "$here/heldout.key" \\
+    --heldout "${{CHAOS_HELDOUT:-{heldout}}}" --jobs "${{CHAOS_JOBS:-{jobs}}}" \\
+    --out-dir "$out/traces" --junit "$out/junit.xml" --json > "$out/grade.json"
+code=$?
+python3 "$here/reward.py" "$out/grade.json" "$out/reward.json" "$code"
+"""
+
+_REWARD_PY = '''\
+"""Turn `chaos grade --json` into Harbor's reward.json: a flat map of numbers."""
+
+import json
+import sys
+
+grade_file, reward_file, code = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    with open(grade_file) as f:
+        grade = json.load(f)
+except (OSError, ValueError):
+    grade = None
+if grade is None:
+    reward = {{"reward": 0.0, "verifier_error": 1}}
+else:
+    reward = {{"reward": grade["reward"], "primary": grade["primary"]}}
+    reward.update({{name: rate for name, rate in grade["invariants"].items()}})
+    reward["contained_seeds"] = sum(grade["contained"].values())
+    reward["harness_errors"] = grade["errors"]
+    reward["seeds"] = grade["graded"]
+with open(reward_file, "w") as f:
+    json.dump(reward, f, sort_keys=True)
+print(json.dumps(reward, sort_keys=True))
+sys.exit(0 if code in (0, 1) else code)
+'''
+
+_SOLVE_SH = """\
+#!/usr/bin/env bash
+# The oracle (written by `chaos task --format harbor`): puts the golden {service} where the
+# verifier looks for it.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+rm -rf /app/{service} /app/{service}.py
+cp -r "$here/{service}" /app/{service}
+"""
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    shutil.copytree(
+        source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    )
+
+
+def _harness_install(env_dir: Path) -> str:
+    """Copy the harness's source into the build context; the Dockerfile lines installing it."""
+    if not (PROJECT_ROOT / "pyproject.toml").is_file():
+        from chaos.grading import harness_version
+
+        return f"RUN pip install --no-cache-dir chaos-harness=={harness_version()}"
+    target = env_dir / "chaos-harness"
+    target.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (PROJECT_ROOT / name).is_file():
+            shutil.copyfile(PROJECT_ROOT / name, target / name)
+    for package in ("chaos", "faults", "replay", "invariants", "scenarios"):
+        _copy_tree(PROJECT_ROOT / package, target / package)
+    return (
+        "COPY chaos-harness /opt/chaos-harness\n"
+        "RUN pip install --no-cache-dir /opt/chaos-harness && rm -rf /opt/chaos-harness"
+    )
+
+
+def verifier_timeout_s(task: TaskSpec, seeds: int, jobs: int) -> float:
+    """Room for every graded run at its wall-clock limit, a few at a time, plus setup."""
+    return float(math.ceil(seeds / jobs) * task.limits.wall_s + 300)
+
+
+def write_harbor(
+    scenario: Scenario,
+    out: Path,
+    *,
+    heldout: int | None = None,
+    key: bytes | None = None,
+) -> list[Path]:
+    """``chaos task SCENARIO --format harbor -o DIR``: a Harbor task. Returns its files."""
+    from chaos.grading import MAX_HELDOUT, harness_version
+
+    task = task_of(scenario)
+    count = task.heldout_seeds if heldout is None else heldout
+    if not 1 <= count <= MAX_HELDOUT:
+        raise ConfigError(f"--heldout: want 1 to {MAX_HELDOUT}, got {count}")
+    readme = _read(scenario, "README.md", "specification")
+    interface = _read(scenario, task.interface, "interface")
+    starter = scenario.path / task.starter
+    if not starter.is_file():
+        raise ConfigError(f"task starter {starter}: no such file")
+    if task.solution is None:
+        raise ConfigError(f"scenario {scenario.id}'s task names no solution (TaskSpec.solution)")
+    program_modules(scenario, scenario.path / task.solution)  # refuses before writing
+    _fresh_dir(out)
+    service = task.service
+    jobs = max(1, task.cpus // 2)
+    builtin = scenario.path.parent == BUILTIN_ROOT.resolve()
+    scenario_arg = scenario.id if builtin else f"/opt/chaos-packs/{scenario.id}"
+
+    env_dir = out / "environment"
+    env_dir.mkdir()
+    install = _harness_install(env_dir)
+    if not builtin:
+        _copy_tree(scenario.path, env_dir / "pack")
+        install += f"\nCOPY pack {scenario_arg}"
+    (env_dir / "Dockerfile").write_text(_DOCKERFILE.format(install=install))
+    workspace = env_dir / "workspace"
+    workspace.mkdir()
+    program = f"/app/{service}.py"
+    spec = public_spec(readme, task.private_sections)
+    check = self_check_text(scenario, program).replace(str(scenario.path), scenario_arg)
+    interface_text = interface.rstrip() + "\n\n" + limits_text(task)
+    (workspace / "README.md").write_text(spec + "\n" + check)
+    (workspace / "TASK.md").write_text(interface_text)
+    shutil.copyfile(starter, workspace / f"{service}.py")
+
+    (out / "instruction.md").write_text(
+        f"# {scenario.id}: {task.summary}\n\n"
+        f"Write the `{service}` of the system below. Your program goes in `{program}` (a "
+        f"starter that runs but does nothing useful is there), or in a folder "
+        f"`/app/{service}/` holding `main.py` or an executable `run`. `/app/README.md` "
+        f"(the specification) and `/app/TASK.md` (the interface) are the same texts as "
+        f"here.\n\n{interface_text}\n\n# The specification\n\n{spec}\n{check}"
+    )
+    key_text = key.decode() if key is not None else new_key()
+    wall = verifier_timeout_s(task, count, jobs)
+    (out / "task.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            schema_version = "1.1"
+
+            [task]
+            name = {_toml_str(f"chaos-harness/{scenario.id}")}
+            description = {_toml_str(task.summary)}
+            keywords = ["chaos-engineering", "distributed-systems", "fault-injection"]
+
+            [metadata]
+            category = "distributed-systems"
+            scenario = {_toml_str(scenario.id)}
+            scenario_hash = {_toml_str(scenario.content_hash())}
+            harness_version = {_toml_str(harness_version())}
+            service = {_toml_str(service)}
+            heldout_seeds = {count}
+
+            [verifier]
+            timeout_sec = {wall}
+            user = "root"
+
+            [agent]
+            timeout_sec = {float(task.agent_timeout_s)}
+            user = "agent"
+
+            [environment]
+            build_timeout_sec = 900.0
+            cpus = {task.cpus}
+            memory_mb = {task.memory_mb}
+            storage_mb = 10240
+            allow_internet = false
+            """
+        )
+    )
+    tests = out / "tests"
+    tests.mkdir()
+    test_sh = tests / "test.sh"
+    test_sh.write_text(
+        _TEST_SH.format(service=service, scenario=scenario_arg, heldout=count, jobs=jobs)
+    )
+    test_sh.chmod(0o755)
+    (tests / "reward.py").write_text(_REWARD_PY.format())
+    key_file = tests / "heldout.key"
+    key_file.write_text(key_text + "\n")
+    key_file.chmod(0o600)
+
+    solution = out / "solution"
+    solution.mkdir()
+    bundle_program(scenario, solution / service)
+    solve = solution / "solve.sh"
+    solve.write_text(_SOLVE_SH.format(service=service))
+    solve.chmod(0o755)
+    return sorted(p for p in out.rglob("*") if p.is_file())
