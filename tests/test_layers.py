@@ -30,7 +30,8 @@ LAYERS = """
 2 run      chaos.scenario  chaos.context  chaos.nemesis  chaos.recorder  chaos.services  chaos.run
            chaos.sandbox
 P packs    scenarios
-3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grading  chaos.task
+3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grading
+           chaos.task
 4 faces    chaos.cli  chaos._cli_*  chaos.pytest_plugin  chaos.__main__
 """
 PACK_RANK = 2.5
