@@ -203,6 +203,7 @@ class _Site:
         self.detector: BypassDetector | None = None
         self.tripwires: list[tuple[trio.socket.SocketType, str]] = []
         self.gone: set[int] = set()
+        self.exited: set[int] = set()
         self.status_offset = 0
         self.ready_start = 0
         self.start_times: dict[int, float] = {}
@@ -485,7 +486,15 @@ class _Site:
             self._record("not_ready", {"start": start, "why": why})
 
     def _on_exit(self, name: str, code: int, expected: bool) -> None:
+        """The launcher ended (the run's end, or a crash fault killing the service)."""
         self._record("exit", {"code": code, "expected": expected, "launcher": True})
+        launcher = self.process.pid if self.process is not None else None
+        if launcher is not None and launcher not in self.exited:
+            self._read_status()
+        if launcher is not None and launcher not in self.exited:  # killed with the launcher
+            self.exited.add(launcher)
+            ended = {"signame": "SIGKILL"} if code == -9 else {"code": code}
+            self.report.exits.append({**ended, "t": round(self.now(), 3), "expected": expected})
 
     def contain(self, reason: str, detail: str) -> None:
         """Stop the candidate for ``reason``: record it, refuse restarts, kill its processes."""
@@ -561,11 +570,16 @@ class _Site:
         kind, launcher = event.get("event"), int(event.get("launcher", 0))
         if kind == "started":
             self.report.starts += 1
-        elif kind == "exit":
+        elif kind == "exit" or (kind == "gone" and launcher not in self.exited):
+            self.exited.add(launcher)
             ended: dict[str, Any] = {k: event[k] for k in ("code", "signame") if k in event}
+            if kind == "gone" and self.root:  # init was killed, and the candidate with it
+                ended = {"signame": event.get("signame", "SIGKILL")}
             ended.update(t=round(self.now(), 3), expected=self.stopping)
             self.report.exits.append(ended)
             self._record("candidate_exit", ended)
+            if kind == "gone":
+                self.gone.add(launcher)
             signame = event.get("signame")
             if signame == "SIGXCPU":
                 self.contain(CPU, f"killed by SIGXCPU after {self.limits.cpu_s:g} CPU seconds")
@@ -595,7 +609,7 @@ class _Site:
         cpu, threads = self._sample()
         if cpu >= limits.cpu_s:
             self.contain(CPU, f"used {cpu:.1f} CPU seconds (limit {limits.cpu_s:g})")
-        if threads >= limits.processes and (cgroup is None or cgroup.pids is None):
+        if threads >= limits.processes:  # the rlimit may refuse before the cgroup does
             self.contain(PROCESSES, f"reached its limit of {limits.processes} processes and "
                                     "threads")  # fmt: skip
         if tick % 5 == 0:
