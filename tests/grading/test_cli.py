@@ -86,7 +86,8 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_started_or_left(
         done = chaos(*args, cwd=work)
         assert done.returncode == 2, (args, done.stderr)
         lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("chaos: error: "), (args, done.stderr)
+        assert len(lines) == 1, (args, done.stderr)
+        assert lines[0].startswith("chaos: error: "), (args, done.stderr)
         assert message in lines[0], (args, lines[0])
         assert list(work.iterdir()) == [], (args, "left something behind")
 
@@ -99,16 +100,19 @@ def test_task_folder_holds_the_public_spec_the_interface_the_starter_and_the_sel
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "TASK.md", "starter.py"]
     readme = (out / "README.md").read_text()
-    assert "## Invariants" in readme and "## Failure modes in scope" in readme
+    assert "## Invariants" in readme
+    assert "## Failure modes in scope" in readme
     for private in ("## Variants", "no-idempotency", "Diagnosis path", "GoldenCharger",
                     "## The golden implementation", "ack only\nafter the commit"):  # fmt: skip
         assert private not in readme
     assert "chaos grade payments --impl ./starter.py --public" in readme
     task = (out / "TASK.md").read_text()
-    assert "consumer ready" in task and "| CPU time (all its processes) | 60 s |" in task
+    assert "consumer ready" in task
+    assert "| CPU time (all its processes) | 60 s |" in task
     assert os.access(out / "starter.py", os.X_OK)
     again = chaos("task", "payments", "-o", out, cwd=tmp_path)
-    assert again.returncode == 2 and "not an empty folder" in again.stderr
+    assert again.returncode == 2
+    assert "not an empty folder" in again.stderr
 
 
 def test_public_spec_drops_private_sections_blocks_and_diagnosis_paths() -> None:
@@ -119,7 +123,10 @@ def test_public_spec_drops_private_sections_blocks_and_diagnosis_paths() -> None
         "kept too\n\n**Diagnosis path:** elsewhere\n"
     )
     text = public_spec(readme, ("the golden", "Variants"))
-    assert "kept" in text and "kept too" in text and "## After" in text and "more" in text
+    assert "kept" in text
+    assert "kept too" in text
+    assert "## After" in text
+    assert "more" in text
     assert "## not a heading" in text
     for gone in ("secret", "hidden block", "Diagnosis", "## Variants", "golden"):
         assert gone not in text
@@ -134,22 +141,27 @@ def test_harbor_task_has_the_format_and_keeps_the_key_with_the_tests(
     assert done.returncode == 0, done.stderr
     config = tomllib.loads((out / "task.toml").read_text())
     assert config["task"]["name"] == "chaos-harness/payments"
-    assert config["verifier"]["user"] == "root" and config["agent"]["user"] == "agent"
-    assert config["environment"]["cpus"] == 2 and config["environment"]["memory_mb"] == 4096
+    assert config["verifier"]["user"] == "root"
+    assert config["agent"]["user"] == "agent"
+    assert config["environment"]["cpus"] == 2
+    assert config["environment"]["memory_mb"] == 4096
     assert config["verifier"]["timeout_sec"] >= 7 * 300
     assert config["metadata"]["heldout_seeds"] == 7
     key = out / "tests" / "heldout.key"
     assert key.read_text().strip() == key_file.read_text().strip()
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     instruction = (out / "instruction.md").read_text()
-    assert "/app/consumer.py" in instruction and "consumer ready" in instruction
+    assert "/app/consumer.py" in instruction
+    assert "consumer ready" in instruction
     for private in ("no-idempotency", "Diagnosis path", key_file.read_text().strip()):
         assert private not in instruction
     for public_file in (out / "instruction.md", *(out / "environment").rglob("*.md")):
         assert key_file.read_text().strip() not in public_file.read_text()
     dockerfile = (out / "environment" / "Dockerfile").read_text()
-    assert "pip install" in dockerfile and "COPY --chown=agent:agent workspace/ /app/" in dockerfile
-    assert (out / "environment" / "chaos-harness" / "scenarios" / "payments" / "scenario.py").is_file()
+    assert "pip install" in dockerfile
+    assert "COPY --chown=agent:agent workspace/ /app/" in dockerfile
+    harness = out / "environment" / "chaos-harness"
+    assert (harness / "scenarios" / "payments" / "scenario.py").is_file()
     assert (out / "environment" / "workspace" / "consumer.py").is_file()
     assert os.access(out / "tests" / "test.sh", os.X_OK)
     assert (out / "solution" / "consumer" / "main.py").is_file()

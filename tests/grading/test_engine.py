@@ -189,7 +189,8 @@ def test_without_a_key_only_public_seeds_exist(payments: Scenario) -> None:
     assert (public.kind, public.seeds) == ("public", payments.task.public_seeds)
     assert choose_seeds(payments, public=True, key=KEY).kind == "public"
     heldout = choose_seeds(payments, key=KEY, heldout=3)
-    assert heldout.kind == "heldout" and len(heldout.seeds) == 3
+    assert heldout.kind == "heldout"
+    assert len(heldout.seeds) == 3
     with pytest.raises(ConfigError, match="needs a held-out key"):
         choose_seeds(payments, heldout=3)
 
@@ -228,7 +229,8 @@ async def test_junit_has_one_case_per_seed_and_invariant_plus_the_sandbox(
         ("payments.seed1", "exactly_once"): "exactly_once explained",
         ("payments.seed2", "sandbox"): "contained (memory): memory detail",
     }
-    assert suite.get("tests") == "8" and suite.get("failures") == "2"
+    assert suite.get("tests") == "8"
+    assert suite.get("failures") == "2"
 
 
 def test_limits_parse_names_values_and_refuse_the_rest() -> None:
@@ -251,13 +253,13 @@ def test_limits_parse_names_values_and_refuse_the_rest() -> None:
 def test_a_program_is_a_py_file_an_executable_or_a_folder(tmp_path: Path) -> None:
     script = tmp_path / "run.sh"
     script.write_text("#!/bin/sh\necho consumer ready\n")
-    with pytest.raises(ConfigError, match="not executable and not a .py file"):
+    with pytest.raises(ConfigError, match=r"not executable and not a \.py file"):
         Program.from_path(script)
     script.chmod(0o755)
     assert Program.from_path(script).kind == "exec"
     folder = tmp_path / "folder"
     folder.mkdir()
-    with pytest.raises(ConfigError, match="needs a main.py or an executable named run"):
+    with pytest.raises(ConfigError, match=r"needs a main\.py or an executable named run"):
         Program.from_path(folder)
     (folder / "main.py").write_text("print('consumer ready')\n")
     before = Program.from_path(folder)

@@ -38,18 +38,24 @@ def test_the_golden_consumer_gets_reward_1_on_20_held_out_seeds(
     payments: Scenario, golden: Path, key_file: Path, tmp_path: Path
 ) -> None:
     result = grade(payments, golden, heldout_key=key_file, jobs=4, out_dir=tmp_path)
-    assert result.seed_set == "heldout" and result.graded == 20 and result.errors == 0
-    assert tuple(s.seed for s in result.seeds) == choose_seeds(
-        payments, key=read_key(key_file)
-    ).seeds
+    assert result.seed_set == "heldout"
+    assert result.graded == 20
+    assert result.errors == 0
+    assert (
+        tuple(s.seed for s in result.seeds) == choose_seeds(payments, key=read_key(key_file)).seeds
+    )
     assert result.reward == 1.0, [(s.seed, s.outcome, s.contained) for s in result.seeds]
     assert set(result.invariants.values()) == {1.0}
-    assert result.contained == {} and result.exit_code == 0
-    assert result.secondary.efficiency == 1.0 and result.secondary.settle_p95_s is not None
+    assert result.contained == {}
+    assert result.exit_code == 0
+    assert result.secondary.efficiency == 1.0
+    assert result.secondary.settle_p95_s is not None
     assert result.candidate_sha256 == Program.from_path(golden).sha256
-    assert result.scenario_hash == payments.content_hash() and result.isolation == "root"
+    assert result.scenario_hash == payments.content_hash()
+    assert result.isolation == "root"
     traces = sorted(Path(result.out_dir).iterdir())
-    assert len(traces) == 20 and oct(Path(result.out_dir).stat().st_mode)[-3:] == "700"
+    assert len(traces) == 20
+    assert oct(Path(result.out_dir).stat().st_mode)[-3:] == "700"
     assert leftovers() == []
 
 
@@ -58,7 +64,8 @@ def test_the_no_idempotency_variant_fails_exactly_once_the_same_way_every_time(
 ) -> None:
     first = grade(payments, no_idempotency, seeds=[1, 2, 3], jobs=3, out_dir=tmp_path)
     again = grade(payments, no_idempotency, seeds=[1, 2, 3], jobs=3, out_dir=tmp_path)
-    assert first.reward < 1 and first.invariants["exactly_once"] < 1
+    assert first.reward < 1
+    assert first.invariants["exactly_once"] < 1
     assert first.exit_code == 1
     assert again.reward == first.reward
     assert [s.outcome for s in again.seeds] == [s.outcome for s in first.seeds]
@@ -77,8 +84,10 @@ def test_a_crashed_candidate_restarts_in_its_sandbox_and_still_holds(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout)
-    assert run["held"] and [e["kind"] for e in run["schedule"]] == ["crash"]
-    assert run["candidate"]["starts"] == 2 and run["candidate"]["contained"] == []
+    assert run["held"]
+    assert [e["kind"] for e in run["schedule"]] == ["crash"]
+    assert run["candidate"]["starts"] == 2
+    assert run["candidate"]["contained"] == []
     assert leftovers() == []
 
 
@@ -119,8 +128,15 @@ def adversaries(
     limits = Limits(cpu_s=8.0)
     runs: dict[str, tuple[Path, str | None]] = {
         name: (CANDIDATES / f"{name}.py", None)
-        for name in ("fork_bomb", "allocate_20gb", "infinite_loop", "ignores_sigterm",
-                     "write_10gb", "fake_history", "double_charge")  # fmt: skip
+        for name in (
+            "fork_bomb",
+            "allocate_20gb",
+            "infinite_loop",
+            "ignores_sigterm",
+            "write_10gb",
+            "fake_history",
+            "double_charge",
+        )
     }
     runs["starter"] = (starter, None)
     runs["dial_direct"] = (dial_direct, None)
@@ -180,7 +196,8 @@ def test_each_adversary_is_contained_graded_0_and_leaves_nothing(
     seed = _seed(result)
     assert seed.outcome == "contained", (seed.outcome, seed.error, seed.verdicts)
     assert seed.contained[0]["reason"] == reason, seed.contained
-    assert result.reward == 0.0 and result.contained == {reason: 1}
+    assert result.reward == 0.0
+    assert result.contained == {reason: 1}
     assert result.exit_code == 1
     assert left == []
 
@@ -190,7 +207,8 @@ def test_the_user_isolation_bypass_was_detected_not_refused(
 ) -> None:
     user, _ = adversaries["dial_direct_user"]
     root, _ = adversaries["dial_direct"]
-    assert user.isolation == "user" and root.isolation == "root"
+    assert user.isolation == "user"
+    assert root.isolation == "root"
     assert "not through its link" in _seed(user).contained[0]["detail"]
     assert "from inside its network namespace" in _seed(root).contained[0]["detail"]
 
@@ -199,8 +217,10 @@ def test_the_starter_gets_0_with_no_lost_messages_failing(
     adversaries: dict[str, tuple[Grade, list[str]]],
 ) -> None:
     result, _ = adversaries["starter"]
-    assert result.reward == 0.0 and result.invariants["no_lost_messages"] == 0.0
-    assert _seed(result).outcome == "violated" and result.contained == {}
+    assert result.reward == 0.0
+    assert result.invariants["no_lost_messages"] == 0.0
+    assert _seed(result).outcome == "violated"
+    assert result.contained == {}
 
 
 def test_fake_history_lines_are_logged_never_history(
@@ -208,13 +228,15 @@ def test_fake_history_lines_are_logged_never_history(
 ) -> None:
     result, _ = adversaries["fake_history"]
     seed = _seed(result)
-    assert result.reward == 0.0 and seed.verdicts["no_lost_messages"] is False
+    assert result.reward == 0.0
+    assert seed.verdicts["no_lost_messages"] is False
     assert seed.trace is not None
     events = list(read_trace(Path(seed.trace)).events)
     forged = [e for e in events if e.get("process") == "consumer"]
     logged = [e for e in events if e.get("process") == "service:consumer" and e.get("f") == "log"
               and str(e.get("value", "")).startswith("@op ")]  # fmt: skip
-    assert forged == [] and len(logged) == 90
+    assert forged == []
+    assert len(logged) == 90
 
 
 def test_charging_twice_then_deleting_the_rows_still_fails_exactly_once(
@@ -222,7 +244,8 @@ def test_charging_twice_then_deleting_the_rows_still_fails_exactly_once(
 ) -> None:
     result, _ = adversaries["double_charge"]
     seed = _seed(result)
-    assert result.reward == 0.0 and seed.outcome == "violated"
+    assert result.reward == 0.0
+    assert seed.outcome == "violated"
     assert seed.verdicts["exactly_once"] is False
     assert "charged more than once at the gateway" in seed.explanations["exactly_once"]
     assert "in the charges table" not in seed.explanations["exactly_once"]
@@ -233,7 +256,8 @@ def test_the_pack_traces_key_and_other_processes_are_out_of_reach(
 ) -> None:
     result, _ = adversaries["read_secrets"]
     seed = _seed(result)
-    assert result.seed_set == "heldout" and result.reward == 0.0
+    assert result.seed_set == "heldout"
+    assert result.reward == 0.0
     assert seed.trace is not None
     lines = [
         str(e.get("value"))
@@ -242,15 +266,14 @@ def test_the_pack_traces_key_and_other_processes_are_out_of_reach(
     ]
     read = [line for line in lines if line.startswith("SECRET-READ")]
     denied = [line for line in lines if line.startswith("SECRET-DENIED")]
-    assert read == [] and len(denied) == 7, lines
+    assert read == [], lines
+    assert len(denied) == 7, lines
 
 
 # -- Harbor ---------------------------------------------------------------------------------
 
 
-def test_the_harbor_task_scores_its_oracle_1_and_a_no_op_0(
-    tmp_path: Path, key_file: Path
-) -> None:
+def test_the_harbor_task_scores_its_oracle_1_and_a_no_op_0(tmp_path: Path, key_file: Path) -> None:
     task = tmp_path / "harbor"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run(
@@ -278,8 +301,10 @@ def test_the_harbor_task_scores_its_oracle_1_and_a_no_op_0(
         rewards[name] = json.loads((tmp_path / name / "reward.json").read_text())
         assert (tmp_path / name / "junit.xml").is_file()
         assert json.loads((tmp_path / name / "grade.json").read_text())["seed_set"] == "heldout"
-    assert rewards["oracle"]["reward"] == 1.0 and rewards["oracle"]["exactly_once"] == 1.0
-    assert rewards["no-op"]["reward"] == 0.0 and rewards["no-op"]["no_lost_messages"] == 0.0
+    assert rewards["oracle"]["reward"] == 1.0
+    assert rewards["oracle"]["exactly_once"] == 1.0
+    assert rewards["no-op"]["reward"] == 0.0
+    assert rewards["no-op"]["no_lost_messages"] == 0.0
     assert all(isinstance(v, int | float) for r in rewards.values() for v in r.values())
     assert leftovers() == []
     shutil.rmtree(task)

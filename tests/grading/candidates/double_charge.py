@@ -21,10 +21,18 @@ CREATE TABLE IF NOT EXISTS balances (account text PRIMARY KEY, balance_cents big
 
 
 def charge(order: dict[str, object]) -> None:
-    body = json.dumps({"order_id": order["order_id"], "amount_cents": order["amount_cents"],
-                       "idempotency_key": None}).encode()
-    request = urllib.request.Request(os.environ["GATEWAY_URL"] + "/charge", data=body,
-                                     headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {
+            "order_id": order["order_id"],
+            "amount_cents": order["amount_cents"],
+            "idempotency_key": None,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        os.environ["GATEWAY_URL"] + "/charge",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
     urllib.request.urlopen(request, timeout=5).read()
 
 
@@ -34,8 +42,9 @@ async def main() -> None:
     nc = await nats.connect(os.environ["NATS_URL"], max_reconnect_attempts=-1)
     js = nc.jetstream()
     await js.add_stream(name="ORDERS", subjects=["orders.new"], duplicate_window=120)
-    config = ConsumerConfig(ack_wait=float(os.environ["ACK_WAIT_S"]),
-                            ack_policy=AckPolicy.EXPLICIT, max_deliver=-1)
+    config = ConsumerConfig(
+        ack_wait=float(os.environ["ACK_WAIT_S"]), ack_policy=AckPolicy.EXPLICIT, max_deliver=-1
+    )
     sub = await js.pull_subscribe("orders.new", "charger", config=config)
     db = await psycopg.AsyncConnection.connect(os.environ["PG_DSN"], autocommit=True)
     await db.execute(SCHEMA)
