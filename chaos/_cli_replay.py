@@ -11,6 +11,7 @@ import trio
 from rich.console import Console
 from rich.markup import escape
 
+from chaos import _signals
 from chaos.errors import ConfigError
 
 MAX_TIMES = 1000
@@ -69,7 +70,7 @@ def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
             status.update(f"{label}: {message}")
 
         try:
-            report = trio.run(partial(run_replays, plan, times, progress=progress))
+            report = _signals.run(partial(run_replays, plan, times, progress=progress))
         except BaseException as exc:
             if _interrupted(exc):
                 raise KeyboardInterrupt from None

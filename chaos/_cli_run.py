@@ -7,15 +7,28 @@ import math
 import sys
 from pathlib import Path
 
-import trio
 from rich.console import Console
 from rich.markup import escape
 
+from chaos import _signals
+from chaos._checks import check_out_file
 from chaos._cli_out import status_line, verdict_table
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.run import RunOptions, RunResult, default_trace_path, run_scenario
 from chaos.scenario import Scenario, load_scenario
+
+
+def check_external(postgres_dsn: str | None, nats_url: str | None) -> None:
+    """A malformed --postgres-dsn or --nats-url is refused before anything starts."""
+    if postgres_dsn is not None:
+        from chaos.services.postgres import external_postgres
+
+        external_postgres(postgres_dsn)
+    if nats_url is not None:
+        from chaos.services.nats import external_nats
+
+        external_nats(nats_url)
 
 
 def run_command(
@@ -30,15 +43,17 @@ def run_command(
 ) -> int:
     """Run once; print the verdicts (or one JSON object); return the exit code."""
     check_seed(seed)
+    check_external(postgres_dsn, nats_url)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
-    if out is not None and out.is_dir():
-        raise ConfigError(f"--out {out} is a directory, not a trace file path")
     impl, limits, isolation = graded
     if impl is not None:
+        out = out or default_trace_path(loaded.id, "candidate", seed)
+        check_out_file(out, "--out", "trace")
         return _graded_run(loaded, seed, out, as_json, postgres_dsn, nats_url, graded)
     if limits or isolation:
         raise ConfigError("--limit and --isolation go with --impl (a graded run)")
+    check_out_file(out or default_trace_path(loaded.id, variant, seed), "--out", "trace")
     with status_line(f"chaos run {loaded.id} --variant {variant} --seed {seed}") as progress:
         options = RunOptions(
             loaded,
@@ -49,7 +64,7 @@ def run_command(
             nats_url=nats_url,
             progress=progress,
         )
-        result = trio.run(run_scenario, options)
+        result = _signals.run(run_scenario, options)
     if as_json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:
@@ -86,7 +101,7 @@ def _graded_run(
             progress=progress,
             candidate=candidate,
         )
-        run = trio.run(run_graded, options)
+        run = _signals.run(run_graded, options)
     if as_json:
         print(json.dumps(run.to_json(), sort_keys=True))
     else:

@@ -8,10 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from chaos._checks import check_out_file
 from chaos._cli_out import status_line, verdict_table
 from chaos.rng import check_seed
 from chaos.scenario import load_scenario
-from chaos.search import SearchResult, search_scenario
+from chaos.search import SearchResult, check_budget, default_search_trace, search_scenario
 
 
 def search_command(
@@ -26,7 +27,10 @@ def search_command(
 ) -> int:
     """Search; print the result (or one JSON object); return 1 found, 0 not found."""
     check_seed(seed)
+    check_budget(max_examples, max_shrinks)
     loaded = load_scenario(scenario)
+    loaded.check_variant(variant)
+    check_out_file(out or default_search_trace(loaded.id, variant), "--out", "trace")
     with status_line(f"chaos search {loaded.id} --variant {variant} --seed {seed}") as progress:
         result = search_scenario(
             loaded,

@@ -6,10 +6,11 @@ import json
 import os
 from pathlib import Path
 
-import trio
 from rich.console import Console
 from rich.table import Table
 
+from chaos import _signals
+from chaos._checks import check_out_dir
 from chaos.errors import ConfigError
 from chaos.scenario import load_scenario
 from chaos.sweep import SeedResult, SweepReport, parse_seeds, sweep
@@ -30,7 +31,7 @@ def sweep_command(
     jobs = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
     if not 1 <= jobs <= 64:
         raise ConfigError(f"--jobs must be between 1 and 64, got {jobs}")
-    folder = out_dir or Path("traces") / f"sweep-{loaded.id}-{variant}"
+    folder = check_out_dir(out_dir or Path("traces") / f"sweep-{loaded.id}-{variant}", "--out-dir")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -41,7 +42,7 @@ def sweep_command(
         detail = ", ".join(result.violated()) or result.error
         err.print(f"seed {result.seed}: {result.outcome}" + (f" ({detail})" if detail else ""))
 
-    report = trio.run(lambda: sweep(scenario, variant, seeds, jobs=jobs, out_dir=folder,
+    report = _signals.run(lambda: sweep(scenario, variant, seeds, jobs=jobs, out_dir=folder,
                                     progress=None if as_json else progress))  # fmt: skip
     if as_json:
         print(json.dumps(report.to_json(), sort_keys=True))

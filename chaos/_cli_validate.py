@@ -6,11 +6,12 @@ import json
 from functools import partial
 from pathlib import Path
 
-import trio
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos import _signals
+from chaos._checks import check_out_dir
 from chaos._cli_out import status_line, verdict_mark
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
@@ -48,9 +49,7 @@ def validate_command(
     check_input(seeds, first_seed, replays)
     loaded = load_scenario(scenario)
     declared_catches(loaded)  # a variant without a declared invariant: exit 2, nothing run
-    folder = out_dir or default_out_dir(loaded.id)
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--out-dir {folder} is a file, not a folder")
+    folder = check_out_dir(out_dir or default_out_dir(loaded.id), "--out-dir")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -65,7 +64,7 @@ def validate_command(
             step["name"] = message
             say(message)
 
-        report = trio.run(
+        report = _signals.run(
             partial(
                 validate,
                 loaded,

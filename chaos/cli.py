@@ -8,13 +8,16 @@ traceback::
 
     chaos --version
     chaos proxy serve [--host 127.0.0.1] [--port 8474] [--seed N] [--dial-timeout S]
+    chaos gc [--json]
+
+Signals (the ``chaos`` program): SIGINT, SIGTERM and SIGHUP stop a command after its cleanup
+with exit 130, 143 and 129 and one line (chaos._signals).
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +26,7 @@ from typing import Annotated, Any, NoReturn
 import trio
 import typer
 
+from chaos import _signals
 from chaos.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -46,22 +50,43 @@ app.add_typer(proxy_app, name="proxy")
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print ``chaos: error: <message>`` (one line) on stderr and exit with ``code``."""
     first_line = " ".join(str(message).split())
-    print(f"chaos: error: {first_line}", file=sys.stderr, flush=True)
+    _signals.say(f"chaos: error: {first_line}")
     raise SystemExit(code)
 
 
 def _exit_with(command: Callable[..., int], *args: Any) -> NoReturn:
-    """Run a command that starts runs; exit with its code. Ctrl-C (alone or grouped by a
-    nursery) is one line and exit 130: the runs have removed what they started."""
-    from chaos.run import is_interruption
+    """Run a command that starts runs; exit with its code. Ctrl-C, SIGTERM or SIGHUP (alone or
+    grouped by a nursery) is one line and exit 130/143/129: the runs have removed what they
+    started. Stale registrations of dead runs are reaped first."""
+    from chaos.services.registry import collect_quietly
 
+    collect_quietly()
     try:
         code = command(*args)
     except BaseException as exc:
-        if is_interruption(exc):
-            _fail("interrupted: every process, proxy and temp dir of the run was removed", 130)
+        _exit_if_stopped(exc)
         raise
     raise SystemExit(code)
+
+
+def _exit_if_stopped(exc: BaseException) -> None:
+    """Exit 128+N with one line when ``exc`` (or the failure that followed) comes from a
+    signal or a cancellation: whatever it is, the signal is what the user sees."""
+    from chaos.run import is_interruption
+
+    signum = _signals.received()
+    if isinstance(exc, _signals.Interrupted):
+        signum = exc.signum
+    if signum is None and not is_interruption(exc):
+        return
+    if signum is None:
+        signum = signal.SIGINT
+    _signals.ignore_further()
+    _signals.say(
+        f"chaos: error: {_signals.describe(signum)}: every process, proxy and temp dir "
+        "of the run was removed"
+    )
+    raise SystemExit(_signals.exit_code(signum))
 
 
 def _version() -> str:
@@ -115,7 +140,7 @@ def proxy_serve(
         raise ConfigError(f"busy poll must be between 0 and 1000000 µs, got {busy_poll_us}")
     logging.basicConfig(level=logging.WARNING, format="chaos: %(name)s: %(message)s")
     try:
-        trio.run(_serve_proxy, host, port, seed, dial_timeout, busy_poll_us)
+        _signals.run(_serve_proxy, host, port, seed, dial_timeout, busy_poll_us)
     except ProxyAPIError as exc:  # the port is taken, or the host is not bindable
         _fail(exc.message, 2)
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
@@ -127,7 +152,7 @@ async def _serve_proxy(
 ) -> None:
     from faults.proxy.http import open_toxiproxy
 
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with open_toxiproxy(
             host, port, seed, dial_timeout=dial_timeout, busy_poll_us=busy_poll_us
         ) as (_, url):
@@ -367,26 +392,57 @@ def task(
     _exit_with(task_command, scenario, out, format, heldout, heldout_key)
 
 
+# -- chaos gc -------------------------------------------------------------------------
+
+
+@app.command("gc")
+def gc(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Reap what dead runs left: processes, run dirs, shm files (every run does it first)."""
+    from chaos._cli_gc import gc_command
+
+    gc_command(as_json)
+
+
 # -- entry point ---------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the CLI; exit 0 on success, 2 on bad input, 3 on a harness error."""
-    command = typer.main.get_command(app)
+    """Run the CLI; exit 0 on success, 2 on bad input, 3 on a harness error, 130/143/129
+    when stopped by SIGINT/SIGTERM/SIGHUP. Without ``argv`` (the ``chaos`` program) the
+    signals are handled (chaos._signals); called with ``argv`` (tests), Python's are kept."""
+    if argv is None and not _signals.installed():
+        _signals.install()
     try:
+        command = typer.main.get_command(app)
         result = command.main(args=argv, prog_name="chaos", standalone_mode=False)
-    except typer.TyperException as exc:  # a usage error (typer's base class of click's)
+        if _signals.installed() and _signals.received() is not None:
+            raise _signals.Interrupted(_signals.received() or signal.SIGINT)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        if _signals.installed():
+            _exit_if_stopped(exc)
+        _fail_error(exc)
+    if isinstance(result, int) and not isinstance(result, bool) and result:
+        raise SystemExit(result)
+
+
+def _fail_error(exc: BaseException) -> NoReturn:
+    """One line and the error's exit code for what ``main`` caught; anything else is a bug
+    and propagates."""
+    if isinstance(exc, typer.TyperException):  # a usage error (typer's base class of click's)
         if _is_no_args_help(exc):
             raise SystemExit(EXIT_BAD_INPUT) from None  # typer has printed the help
         _fail(exc.format_message(), exc.exit_code)
-    except typer.Abort:
+    if isinstance(exc, typer.Abort):
         _fail("aborted", EXIT_INTERRUPTED)
-    except BaseExceptionGroup as group:
-        _fail_group(group)
-    except ChaosError as exc:
+    if isinstance(exc, BaseExceptionGroup):
+        _fail_group(exc)
+    if isinstance(exc, ChaosError):
         _fail(str(exc), exit_code_for(exc))
-    if isinstance(result, int) and not isinstance(result, bool) and result:
-        raise SystemExit(result)
+    raise exc
 
 
 def _fail_group(group: BaseExceptionGroup[BaseException]) -> NoReturn:

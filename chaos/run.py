@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from chaos._signals import received, stop_outcome
 from chaos.context import ExternalServices, RunContext
 from chaos.errors import (
     EXIT_BAD_INPUT,
@@ -168,8 +169,8 @@ async def run_scenario(options: RunOptions) -> RunResult:
         outcome, exit_code = "bad input", EXIT_BAD_INPUT
         raise
     except BaseException as exc:
-        if is_interruption(exc):
-            outcome = "interrupted"
+        if is_interruption(exc) or received() is not None:  # 130/143/129: chaos._signals
+            outcome, exit_code = stop_outcome()
         raise
     finally:
         if not writer.closed:

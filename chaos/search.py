@@ -25,14 +25,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import trio
 from hypothesis import Phase, Verbosity, find, settings
 from hypothesis.errors import NoSuchExample
 
+from chaos import _signals
 from chaos.errors import EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.rng import check_seed, derive_rng
 from chaos.run import Progress, RunOptions, result_json, run_scenario
 from chaos.scenario import Scenario
+from chaos.services import open_run_dir
 from faults.model import FaultSchedule
 from faults.space import FaultSpace
 from faults.strategies import schedules
@@ -190,7 +191,7 @@ class _ScenarioRuns:
             schedule=schedule,
             progress=lambda phase: self.progress(f"{label}: {phase}"),
         )
-        result = trio.run(run_scenario, options)
+        result = _signals.run(run_scenario, options)
         if violations(result.verdicts):
             self.traces[schedule.to_msgpack()] = path
         else:
@@ -220,8 +221,10 @@ def search_scenario(
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory, not a trace file path")
     report = progress or (lambda _message: None)
-    with tempfile.TemporaryDirectory(prefix=f"chaos-search-{scenario.id}-") as tmp:
-        runs = _ScenarioRuns(scenario, variant, seed, Path(tmp), report)
+    # A registered run dir (reaped by a later command if this process is killed), on disk.
+    prefix = f"chaos-search-{scenario.id}-"
+    with open_run_dir(prefix=prefix, parent=Path(tempfile.gettempdir())) as tmp:
+        runs = _ScenarioRuns(scenario, variant, seed, tmp, report)
         result = search_schedules(
             scenario.fault_space(variant),
             runs,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -22,8 +21,10 @@ from typing import Any
 
 import trio
 
+from chaos import _signals
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.rng import check_seed
+from chaos.services._spawn import PIPE, Child, spawn
 
 #: How long an interrupted worker may take to clean up before it is killed.
 _STOP_GRACE_S = 60.0
@@ -113,13 +114,29 @@ class SweepReport:
         }
 
 
-async def _interrupt(process: trio.Process) -> None:
-    """Cancel a worker as Ctrl-C would, then wait for its cleanup (kill if it hangs)."""
+async def _interrupt(process: Child) -> None:
+    """Cancel a worker as Ctrl-C would, then wait for its cleanup (kill if it hangs); a
+    second Ctrl-C of the sweep is passed on (the worker then stops its services at once)."""
     process.send_signal(signal.SIGINT)
+    forwarded = False
     with trio.move_on_after(_STOP_GRACE_S):
-        await process.wait()
-        return
+        while True:
+            with trio.move_on_after(0.1):
+                await process.wait()
+                return
+            if _signals.hurrying() and not forwarded:
+                process.send_signal(signal.SIGINT)
+                forwarded = True
     process.kill()
+    await process.wait()
+
+
+async def _read_all(stream: trio.abc.ReceiveStream | None, into: bytearray) -> None:
+    if stream is None:
+        return
+    async with stream:
+        while chunk := await stream.receive_some(65536):
+            into += chunk
 
 
 async def run_seed(
@@ -132,26 +149,42 @@ async def run_seed(
         "--variant", variant, "--out", str(trace), "--json", *extra,
     ]  # fmt: skip
     started = time.monotonic()
-    done = await trio.run_process(
-        argv,
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        # Its own session: a terminal's Ctrl-C reaches the sweep only, which then
-        # interrupts each worker exactly once (a second SIGINT could cut its cleanup short).
-        start_new_session=True,
-        deliver_cancel=_interrupt,
-    )
-    result = SeedResult(seed, done.returncode, wall_s=time.monotonic() - started)
-    if done.returncode in (EXIT_HELD, EXIT_VIOLATED):
+    # Its own session: a terminal's Ctrl-C reaches the sweep only, which then interrupts each
+    # worker exactly once. SIGTERM if the sweep dies: the worker cleans up and exits.
+    process = spawn(argv, stdout=PIPE, stderr=PIPE, start_new_session=True,
+                    pdeathsig=signal.SIGTERM)  # fmt: skip
+    stdout, stderr = bytearray(), bytearray()
+    # The pipes are read to the end even while the sweep is cancelled (shielded), so an
+    # interrupted worker can still print; at most a second after it exits.
+    readers = [trio.CancelScope(shield=True), trio.CancelScope(shield=True)]
+
+    async def read(
+        scope: trio.CancelScope, stream: trio.abc.ReceiveStream | None, into: bytearray
+    ) -> None:
+        with scope:
+            await _read_all(stream, into)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read, readers[0], process.stdout, stdout)
+        nursery.start_soon(read, readers[1], process.stderr, stderr)
         try:
-            result.verdict = json.loads(done.stdout)
+            returncode = await process.wait()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await _interrupt(process)
+            raise
+        finally:
+            for scope in readers:
+                scope.deadline = trio.current_time() + 1.0
+    result = SeedResult(seed, returncode, wall_s=time.monotonic() - started)
+    if returncode in (EXIT_HELD, EXIT_VIOLATED):
+        try:
+            result.verdict = json.loads(bytes(stdout))
         except ValueError:
             result.exit_code, result.error = EXIT_HARNESS, "the run printed no JSON verdict"
     else:
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        result.error = lines[-1] if lines else f"exit code {done.returncode}"
+        lines = stderr.decode(errors="replace").strip().splitlines()
+        result.error = lines[-1] if lines else f"exit code {returncode}"
     return result
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from faults.proxy.nats_protocol import parse_ack_subject
 from invariants.history import HARNESS, NEMESIS, PROXY, SERVICE_PREFIX
 
 #: Proxy events that describe what happened to a message (not to a connection).
@@ -41,15 +42,12 @@ class LogicalEvent:
 
 
 def ack_subject(subject: str) -> str:
-    """A JetStream ack subject without its timestamp, consumer sequence and pending count."""
-    parts = subject.split(".")
-    if parts[:2] != ["$JS", "ACK"]:
+    """A JetStream ack subject (either layout) without its domain, account, timestamp,
+    consumer sequence and pending count: the same message's ack has the same key."""
+    ack = parse_ack_subject(subject)
+    if ack is None:
         return subject
-    if len(parts) == 9:  # $JS.ACK.stream.consumer.delivered.sseq.cseq.ts.pending
-        return ".".join(parts[:6])
-    if len(parts) >= 12:  # $JS.ACK.domain.account.stream.consumer.delivered.sseq...
-        return ".".join(parts[:2] + parts[4:8])
-    return subject
+    return f"$JS.ACK.{ack.stream}.{ack.consumer}.{ack.delivered}.{ack.stream_sequence}"
 
 
 def _value(event: Mapping[str, Any]) -> Mapping[str, Any]:

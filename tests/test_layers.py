@@ -25,7 +25,7 @@ PACKAGES = ("chaos", "faults", "replay", "invariants", "scenarios")
 # Packs (P) may import floors 0-2 (and packs); no harness module imports a pack: the harness
 # loads packs by name.
 LAYERS = """
-0 ground   chaos=  chaos.errors  chaos.rng
+0 ground   chaos=  chaos.errors  chaos.rng  chaos._signals  chaos._checks
 1 model    faults  invariants  replay.trace
 2 run      chaos.scenario  chaos.context  chaos.nemesis  chaos.recorder  chaos.services  chaos.run
            chaos.sandbox

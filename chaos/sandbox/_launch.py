@@ -219,6 +219,8 @@ def become_candidate(cfg: dict[str, Any]) -> None:
         os.setgroups([])
         os.setgid(cfg["gid"])
         os.setuid(cfg["uid"])
+    # after the uid change, which clears it: if the launcher dies, so does the candidate
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     os.umask(0o077)
     os.chdir(cfg["cwd"])
     for sig in FORWARDED:

@@ -57,6 +57,7 @@ from chaos.services import (
     default_run_parent,
     libfaketime_library,
     open_process_service,
+    registry,
 )
 from chaos.services._reaper import family, read_entry, signal_family
 from invariants.history import SERVICE_PREFIX
@@ -178,6 +179,15 @@ def _du(path: Path, limit: int = 20_000) -> int:
     return total
 
 
+def _sandbox_dir(name: str) -> Path:
+    """A fresh folder for one candidate, written down with the run's registration (so
+    ``chaos gc`` removes it if the harness dies) when there is one."""
+    registration = registry.current()
+    if registration is not None:
+        return registration.make_dir(default_run_parent(), f"chaos-sandbox-{name}-")
+    return Path(tempfile.mkdtemp(prefix=f"chaos-sandbox-{name}-", dir=default_run_parent()))
+
+
 class _Site:
     """One candidate in one run: everything the process sandbox made for it."""
 
@@ -190,8 +200,7 @@ class _Site:
         self.limits = candidate.limits
         self.report = candidate.report
         self.report.isolation = isolation
-        self.dir = Path(tempfile.mkdtemp(prefix=f"chaos-sandbox-{name}-",
-                                         dir=default_run_parent()))  # fmt: skip
+        self.dir = _sandbox_dir(name)
         self.status_path = self.dir / "status.jsonl"
         self.flag = self.dir / "contained"
         self.t0 = trio.current_time()

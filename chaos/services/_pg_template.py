@@ -17,6 +17,7 @@ import re
 import shutil
 import stat
 from dataclasses import dataclass
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 
@@ -108,7 +109,10 @@ async def _trim_wal(bin_dir: Path, data: Path, run_as: tuple[int, int] | None) -
 
 async def _build(entry: Path, wheel_root: Path, run_as: tuple[int, int] | None) -> None:
     build = entry.with_name(f".{entry.name}.build-{os.getpid()}")
-    await trio.to_thread.run_sync(lambda: shutil.rmtree(build, ignore_errors=True))
+    # Builds only happen under the cache lock (held here): any other build dir is what a
+    # killed harness left half-way.
+    for stale in [build, *entry.parent.glob(f".{entry.name}.build-*")]:
+        await trio.to_thread.run_sync(partial(shutil.rmtree, stale, ignore_errors=True))
     build.mkdir(mode=0o755)
     try:
         install = wheel_root

@@ -9,8 +9,10 @@ Statically linked binaries (Go programs such as nats-server) ignore LD_PRELOAD.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import struct
 from importlib import metadata
 from pathlib import Path
 
@@ -72,6 +74,36 @@ class SkewFile:
             "DONT_FAKE_MONOTONIC": "1",
             "FAKETIME_FORCE_MONOTONIC_FIX": "0",
         }
+
+
+def create_faketime_shared(tag: str) -> str:
+    """Create a libfaketime semaphore + shared memory pair named after ``tag`` and return the
+    ``FAKETIME_SHARED`` value that makes processes use it instead of making their own.
+
+    libfaketime otherwise creates ``sem.faketime_sem_<pid>`` and ``faketime_shm_<pid>`` per
+    process and removes them only when the process exits normally; with one pair per run,
+    named after the run, the harness knows (and removes) every file, however a process ends.
+    The shared memory starts as libfaketime's own would (no ticks, start times unset).
+    """
+    sem_name, shm_name = f"/faketime_sem_{tag}", f"/faketime_shm_{tag}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sem_open.restype = ctypes.c_void_p
+    libc.sem_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_uint]
+    sem = libc.sem_open(sem_name.encode(), os.O_CREAT | os.O_EXCL, 0o600, 1)
+    if sem is None or sem == ctypes.c_void_p(-1).value:
+        why = os.strerror(ctypes.get_errno())
+        raise ServiceError(f"cannot create the libfaketime semaphore {sem_name}: {why}")
+    libc.sem_close.argtypes = [ctypes.c_void_p]
+    libc.sem_close(sem)
+    # struct ft_shared_s: ticks, file_idx, then the start times (real, monotonic, raw, boot)
+    # as {tv_sec, tv_nsec}, tv_nsec -1 meaning "not taken yet".
+    state = struct.pack("=QQ" + "qq" * 4, 0, 0, *(0, -1) * 4)
+    fd = os.open(_SHM_DIR / shm_name.lstrip("/"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, state)
+    finally:
+        os.close(fd)
+    return f"{sem_name} {shm_name}"
 
 
 def release_faketime_state(pid: int) -> None:

@@ -101,9 +101,11 @@ def external_nats(url: str) -> NatsService:
     if parts.scheme not in {"nats", "tls"} or not parts.hostname:
         raise ConfigError(f"bad nats url {url!r}: expected nats://host:port")
     try:
-        port = parts.port or 4222
+        port = 4222 if parts.port is None else parts.port
     except ValueError as exc:
         raise ConfigError(f"bad nats url {url!r}: {exc}") from exc
+    if not 0 < port < 65536:
+        raise ConfigError(f"bad nats url {url!r}: port must be between 1 and 65535")
     return NatsService(url, parts.hostname, port)
 
 

@@ -9,14 +9,16 @@
                                                                           SIGKILL all, reap
 
 The child leads its own session/process group; kill/pause/resume reach that group and every
-descendant (see _reaper). Graceful stop signals go to the leader only.
+descendant (see _reaper). Graceful stop signals go to the leader only. The child gets SIGKILL
+if the harness dies (a parent-death signal, see _spawn) and carries its run's marker in its
+environment (see registry), so nothing it leaves can outlive the next harness command.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
-import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,10 +26,13 @@ from pathlib import Path
 
 import trio
 
+from chaos import _signals
 from chaos.errors import ConfigError, ServiceError
+from chaos.services import registry
 from chaos.services._groups import unwrapped_errors
 from chaos.services._logtail import LogTail, pump_lines
 from chaos.services._reaper import ProcEntry, become_subreaper, family, reap_family, signal_family
+from chaos.services._spawn import DEVNULL, PIPE, Child, spawn
 from chaos.services.clock import SkewFile, release_faketime_state
 
 LogSink = Callable[[str, str, str], None]
@@ -45,7 +50,7 @@ _DRAIN_TIMEOUT = 0.5
 class _Incarnation:
     """One start of the child: its trio process and what became of it."""
 
-    proc: trio.Process
+    proc: Child
     exited: trio.Event = field(default_factory=trio.Event)
     drained: trio.Event = field(default_factory=trio.Event)
     expected_exit: bool = False
@@ -76,7 +81,14 @@ class ManagedProcess:
         self.name = name
         self.argv = [str(a) for a in argv]
         self._nursery = nursery
-        self._env = {**os.environ, **(env or {}), **(faketime.env() if faketime else {})}
+        self._registration = registry.current()
+        self._env = {**os.environ, **(env or {})}
+        if faketime is not None:
+            self._env.update(faketime.env())
+            if self._registration is not None:
+                self._env["FAKETIME_SHARED"] = self._registration.faketime_shared()
+        if self._registration is not None:
+            self._env.update(self._registration.marker_env())
         self._cwd = cwd
         self._log_sink = log_sink
         self._ready = ready
@@ -138,11 +150,11 @@ class ManagedProcess:
         become_subreaper()
         uid, gid = self._run_as if self._run_as is not None else (None, None)
         try:
-            proc = await trio.lowlevel.open_process(
+            proc = spawn(
                 self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdin=DEVNULL,
+                stdout=PIPE,
+                stderr=PIPE,
                 env=self._env,
                 cwd=self._cwd,
                 start_new_session=True,
@@ -152,6 +164,8 @@ class ManagedProcess:
             )
         except OSError as exc:
             raise ServiceError(f"{self.name} could not start: {exc}") from exc
+        if self._registration is not None:
+            self._registration.add_process(proc.pid, self.name)
         cur = _Incarnation(proc)
         self._current = cur
         self._incarnations.append(cur)
@@ -281,8 +295,7 @@ class ManagedProcess:
                 self._signal_service(signal.SIGCONT)
                 self._paused = False
             self.send_signal(self._stop_signal)
-            with trio.move_on_after(self._stop_grace):
-                await cur.proc.wait()
+            await _wait_or_hurry(cur.proc, self._stop_grace)
         await self._kill(members)
 
     async def _close(self) -> None:
@@ -298,6 +311,16 @@ class ManagedProcess:
         self._nursery.cancel_scope.cancel()
 
 
+async def _wait_or_hurry(proc: Child, grace: float) -> None:
+    """Wait up to ``grace`` seconds for ``proc`` to exit, less if a second Ctrl-C (or
+    SIGTERM) asks the harness to hurry."""
+    with trio.move_on_after(grace):
+        while not _signals.hurrying():
+            with trio.move_on_after(0.1):
+                await proc.wait()
+                return
+
+
 def _check_options(
     argv: Sequence[str], ready_timeout: float, stop_grace: float, tail_lines: int
 ) -> None:
@@ -307,6 +330,9 @@ def _check_options(
         raise ConfigError(f"ready_timeout must be > 0, got {ready_timeout}")
     if not stop_grace >= 0:
         raise ConfigError(f"stop_grace must be >= 0, got {stop_grace}")
+    if math.isinf(ready_timeout) or math.isinf(stop_grace):  # a cleanup must be bounded
+        raise ConfigError(f"ready_timeout and stop_grace must be finite, got {ready_timeout}, "
+                          f"{stop_grace}")  # fmt: skip
     if tail_lines < 1:
         raise ConfigError(f"tail_lines must be >= 1, got {tail_lines}")
 

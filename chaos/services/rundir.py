@@ -1,13 +1,22 @@
-"""A run-scoped temporary directory that is removed however the run ends."""
+"""A run-scoped temporary directory that is removed however the run ends.
+
+Opening one registers the run (``chaos.services.registry``): first, stale registrations of
+dead runs are reaped; then the run's own registration is created and locked, the dir is
+written down before it is made, and every child started inside carries the run's marker.
+On exit whatever of the run is still alive is killed, and the dir, the run's shm files and
+the registration are removed.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from chaos.errors import ServiceError
+from chaos.services import registry
 
 _SHM = Path("/dev/shm")
 _MIN_SHM_FREE = 1 << 30
@@ -33,9 +42,23 @@ def default_run_parent() -> Path:
 
 @contextmanager
 def open_run_dir(prefix: str = "chaos-run-", parent: Path | None = None) -> Iterator[Path]:
-    """Create a fresh temp dir for one run (under `parent`); remove everything in it on exit."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent or default_run_parent()))
+    """Create a fresh dir for one run (under `parent`), registered; remove it on exit along
+    with anything of the run still alive."""
+    registry.collect_quietly()
     try:
-        yield path
+        registration = registry.open_registration()
+    except OSError as exc:
+        where = exc.filename or registry.registry_dir()
+        raise ServiceError(
+            f"cannot register the run in {where}: {exc.strerror or exc} (set CHAOS_REGISTRY_DIR)"
+        ) from None
+    try:
+        try:
+            path = registration.make_dir(Path(parent or default_run_parent()), prefix)
+        except OSError as exc:
+            raise ServiceError(f"cannot create the run dir: {exc.strerror or exc}: "
+                               f"{exc.filename}") from None  # fmt: skip
+        with registry.registered(registration):
+            yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        registration.close()

@@ -11,7 +11,13 @@ import trio
 from svc_helpers import py
 
 from chaos.errors import ConfigError
-from chaos.services import SkewFile, libfaketime_library, open_process_service
+from chaos.services import (
+    SkewFile,
+    libfaketime_library,
+    open_process_service,
+    open_run_dir,
+    registry,
+)
 from chaos.services.clock import format_offset
 
 CLOCK_PRINTER = py("import time\nwhile True:\n    print(time.time())\n    time.sleep(0.05)")
@@ -72,3 +78,34 @@ async def test_child_clock_follows_offset_changes_while_running(tmp_path: Path) 
     # libfaketime's per-process semaphore and shared memory do not outlive the service
     assert not await shm.exists()
     assert not await trio.Path(f"/dev/shm/sem.faketime_sem_{clock.pid}").exists()
+
+
+async def test_a_runs_skewed_services_share_one_named_pair_that_the_run_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAOS_REGISTRY_DIR", str(tmp_path / "registry"))
+    skews: list[float] = []
+
+    def record(name: str, stream: str, line: str) -> None:
+        if stream == "stdout":
+            skews.append(float(line) - time.time())
+
+    with open_run_dir(parent=tmp_path) as run:
+        current = registry.current()
+        assert current is not None
+        pair = [
+            trio.Path(f"/dev/shm/sem.faketime_sem_chaos-{current.run_id}"),
+            trio.Path(f"/dev/shm/faketime_shm_chaos-{current.run_id}"),
+        ]
+        skew = SkewFile(run / "skew")
+        async with open_process_service(
+            "clock", CLOCK_PRINTER, faketime=skew, log_sink=record
+        ) as clock:
+            skew.set_offset(-3600)
+            assert abs(await _offset_reaches(skews, -3600, 2) + 3600) < 5
+            assert [await p.exists() for p in pair] == [True, True]
+            pid = clock.pid
+            await clock.kill()  # a crash: libfaketime's destructor never runs
+            assert not await trio.Path(f"/dev/shm/faketime_shm_{pid}").exists()
+            assert not await trio.Path(f"/dev/shm/sem.faketime_sem_{pid}").exists()
+    assert [await p.exists() for p in pair] == [False, False]

@@ -91,7 +91,9 @@ def test_external_nats_parses_urls() -> None:
     assert external_nats("nats://localhost").port == 4222
 
 
-@pytest.mark.parametrize("url", ["http://localhost:4222", "nats://", "nats://h:notaport"])
+@pytest.mark.parametrize(
+    "url", ["http://localhost:4222", "nats://", "nats://h:notaport", "nats://h:0", "nats://h:65536"]
+)
 def test_bad_nats_url_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError, match="bad nats url"):
         external_nats(url)

@@ -143,11 +143,19 @@ async def test_pause_freezes_every_server_process() -> None:
             pids = [pg.process.pid or 0, *children_of(pg.process.pid or 0)]
             pg.process.pause()
             await trio.sleep(0.1)
-            assert {proc_state(pid) for pid in pids} == {"T"}
+            # a backend that was on its way out (the readiness probe's) may be gone by now
+            assert {_state_or_gone(pid) for pid in pids} - {"gone"} == {"T"}
             with pytest.raises(psycopg.OperationalError):
                 await trio.to_thread.run_sync(_connect_within_1s, pg.dsn)
             pg.process.resume()
             assert await query(pg.dsn, "SELECT 1") == [(1,)]
+
+
+def _state_or_gone(pid: int) -> str:
+    try:
+        return proc_state(pid)
+    except FileNotFoundError:
+        return "gone"
 
 
 def _dsm_files() -> set[str]:

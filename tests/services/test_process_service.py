@@ -199,6 +199,9 @@ async def test_missing_executable_raises_service_error(tmp_path: Path) -> None:
         ("sleep 1", {}, "argv must be a non-empty list"),
         (["true"], {"ready_timeout": 0}, "ready_timeout must be > 0, got 0"),
         (["true"], {"stop_grace": -1}, "stop_grace must be >= 0, got -1"),
+        (["true"], {"ready_timeout": float("nan")}, "ready_timeout must be > 0, got nan"),
+        (["true"], {"stop_grace": float("nan")}, "stop_grace must be >= 0, got nan"),
+        (["true"], {"stop_grace": float("inf")}, "must be finite, got 30.0, inf"),
         (["true"], {"tail_lines": 0}, "tail_lines must be >= 1, got 0"),
     ],
 )
