@@ -167,6 +167,17 @@ def _proc_stat(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / ticks, int(fields[17])
 
 
+def _tasks_of(uid: int) -> int:
+    """Threads of every process of ``uid`` (what RLIMIT_NPROC counts)."""
+    total = 0
+    for pid in processes_of(uid):
+        try:
+            total += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+    return total
+
+
 def _du(path: Path, limit: int = 20_000) -> int:
     total, seen = 0, 0
     for root, _dirs, files in os.walk(path):
@@ -440,9 +451,8 @@ class _Site:
         }
         if self.uid is not None:
             rlimits["nproc"] = [limits.processes] * 2
-        else:  # the harness's uid: its own processes count too
-            mine = len(processes_of(os.getuid()))
-            rlimits["nproc"] = [mine * 8 + limits.processes] * 2
+        else:  # the harness's uid: its own processes and threads count too
+            rlimits["nproc"] = [_tasks_of(os.getuid()) + limits.processes] * 2
         if self.cgroup is None or not self.cgroup.limits_memory:
             rlimits["as"] = [limits.memory_mb << 20] * 2
         config: dict[str, Any] = {
