@@ -75,7 +75,7 @@ def grade_command(
     jobs = check_jobs(jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2))
     limits = Limits.parse(limit_texts, task.limits)
     sandbox = ProcessSandbox(isolation)
-    sandbox.check()
+    sandbox.check(program)
     _check_junit(junit)
     err = Console(stderr=True, highlight=False)
     if choice.kind == "heldout" and sandbox.isolation == "user":

@@ -452,7 +452,7 @@ async def run_grade(options: GradeOptions) -> Grade:
     task = task_of(scenario)
     limits = options.limits or task.limits
     sandbox = ProcessSandbox(options.isolation)
-    sandbox.check()
+    sandbox.check(options.program)
     check_jobs(options.jobs)
     out_dir = options.out_dir or grade_dir(scenario, options.program)
     args = ("--impl", str(options.program.path), *limits.to_args())

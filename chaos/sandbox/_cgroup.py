@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,37 +123,28 @@ class Cgroup:
         return pids
 
     def kill(self) -> None:
-        """SIGKILL every process in the cgroup (v2: cgroup.kill; v1: each member)."""
+        """SIGKILL every process in the cgroup (v2: cgroup.kill; v1: each member, once)."""
         if self.version == 2 and self.dirs and _write(self.dirs[0] / "cgroup.kill", "1"):
             return
-        for _ in range(50):
-            members = self.members()
-            if not members:
-                return
-            for pid in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.01)
+        for pid in self.members():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
-    def remove(self, patience_s: float = 2.0) -> bool:
-        """Kill what is left, then remove the directories; True when all are gone."""
-        deadline = time.monotonic() + patience_s
-        left = list(self.dirs)
-        while left and time.monotonic() < deadline:
-            self.kill()
-            still = []
-            for d in left:
-                try:
-                    d.rmdir()
-                except FileNotFoundError:
-                    pass
-                except OSError:
-                    still.append(d)
-            left = still
-            if left:
-                time.sleep(0.02)
+    def try_remove(self) -> bool:
+        """Kill what is left and remove the directories that are empty; True when all are
+        gone (call again a little later otherwise: dying processes take a moment)."""
+        self.kill()
+        left = []
+        for d in self.dirs:
+            try:
+                d.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(d)
+        self.dirs = left
         return not left
 
 
@@ -217,6 +207,6 @@ def _v2(mount: Path, own: str, name: str, memory_bytes: int, max_pids: int) -> C
     if _write(d / "pids.max", str(max_pids)):
         group.pids = d
     if group.memory is None:
-        group.remove()
+        group.try_remove()
         return None
     return group

@@ -65,13 +65,21 @@ class UidLease:
         self.gid = uid
         self._fd: int | None = fd
 
-    def release(self) -> bool:
-        """Kill whatever still runs as the uid, then free it; True if nothing was left."""
-        clean = kill_all(self.uid)
+    def kill_once(self) -> bool:
+        """SIGKILL every process of the uid; True when there was none."""
+        pids = processes_of(self.uid)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return not pids
+
+    def release(self) -> None:
+        """Free the uid (the next holder kills whatever is still left of it)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        return clean
 
 
 def lease_uid() -> UidLease:

@@ -222,16 +222,17 @@ class Sandbox(Protocol):
     """Where a candidate runs: the process sandbox today, a container sandbox later.
 
     ``check`` refuses (ConfigError) before anything starts when this machine cannot host the
-    sandbox. ``start`` runs the candidate for one run in place of service ``name``: it
-    enters everything it creates on ``ctx.stack`` (so it is removed however the run ends),
-    gives the program only ``env`` (the task's variables), lets it reach only the run's
-    links, enforces ``candidate.limits`` and fills ``candidate.report``. It returns the
-    service as the nemesis drives it (kill, restart, pause, resume, clock skew).
+    sandbox (or, given the program, cannot run it there). ``start`` runs the candidate for one
+    run in place of service ``name``: it enters everything it creates on ``ctx.stack`` (so
+    it is removed however the run ends), gives the program only ``env`` (the task's
+    variables), lets it reach only the run's links, enforces ``candidate.limits`` and fills
+    ``candidate.report``. It returns the service as the nemesis drives it (kill, restart,
+    pause, resume, clock skew).
     """
 
     name: str
 
-    def check(self) -> None: ...
+    def check(self, program: Program | None = None) -> None: ...
 
     async def start(
         self,

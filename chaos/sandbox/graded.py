@@ -49,7 +49,7 @@ def make_candidate(
     task = task_of(scenario)
     program = impl if isinstance(impl, Program) else Program.from_path(impl)
     sandbox = ProcessSandbox(isolation)
-    sandbox.check()
+    sandbox.check(program)
     extra = tuple(Path(p) for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p)
     return Candidate(
         program=program,

@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,7 @@ from chaos.sandbox import _mounts
 from chaos.sandbox._cgroup import Cgroup, create_cgroup
 from chaos.sandbox._detect import BypassDetector, Dependency
 from chaos.sandbox._netns import NetNamespace
-from chaos.sandbox._uids import UidLease, kill_all, lease_uid, processes_of
+from chaos.sandbox._uids import UidLease, lease_uid, processes_of
 from chaos.sandbox.candidate import (
     BYPASS,
     CPU,
@@ -50,6 +51,7 @@ from chaos.sandbox.candidate import (
     MEMORY,
     PROCESSES,
     Candidate,
+    Program,
 )
 from chaos.services import (
     ManagedProcess,
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
 
 LAUNCHER = Path(__file__).resolve().with_name("_launch.py")
 _TICK_S = 0.1
+_REAP_PATIENCE_S = 15.0
 _DETECT_EVERY = 10  # ticks
 _MAX_LOG_LINES = 20_000
 _OOM_WORDS = re.compile(r"MemoryError|Cannot allocate memory|out of memory|bad_alloc", re.I)
@@ -119,7 +122,7 @@ class ProcessSandbox:
         self.requested = isolation
         self.isolation = isolation or default_isolation()
 
-    def check(self) -> None:
+    def check(self, program: Program | None = None) -> None:
         if not sys.platform.startswith("linux"):
             raise ConfigError("the process sandbox needs Linux")
         if self.isolation in ("root", "uid") and os.geteuid() != 0:
@@ -128,6 +131,14 @@ class ProcessSandbox:
             raise ConfigError(
                 "--isolation root needs namespaces (CAP_SYS_ADMIN); this machine refuses them"
             )
+        if self.isolation == "uid" and program is not None and program.kind == "python":
+            closed = _closed_to_others(Path(sys.executable).resolve())
+            if closed is not None:
+                raise ConfigError(
+                    f"--isolation uid: the candidate's own uid cannot reach Python "
+                    f"({closed} is closed to other users); install Python where every user "
+                    "can run it, or use --isolation root"
+                )
 
     async def start(
         self,
@@ -165,6 +176,16 @@ def _proc_stat(pid: int) -> tuple[float, int] | None:
     fields = data[data.rfind(b")") + 2 :].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks, int(fields[17])
+
+
+def _closed_to_others(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` (or the file itself) another user cannot
+    pass (or run), if any."""
+    for folder in reversed(path.parents):
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            return folder
+    mode = path.stat().st_mode
+    return None if mode & stat.S_IXOTH and mode & stat.S_IROTH else path
 
 
 def _tasks_of(uid: int) -> int:
@@ -239,7 +260,7 @@ class _Site:
         self, env: dict[str, str], ready_line: str | None, wait: bool
     ) -> ManagedProcess:
         stack = self.ctx.stack
-        stack.callback(self._cleanup)  # first in, last out: after the process is gone
+        stack.push_async_callback(self._cleanup)  # first in, last out: after the process
         if self.isolation == "uid":  # its scratch and program are reached by path
             self.dir.chmod(0o711)
         scratch = self._scratch()
@@ -683,16 +704,28 @@ class _Site:
                     IGNORED_SIGTERM, f"still running {self.limits.term_s:g} s after SIGTERM"
                 )
 
-    def _cleanup(self) -> None:
+    async def _cleanup(self) -> None:
         """After the service is closed: final readings, then remove everything it had."""
-        with suppress(ServiceError):
-            self._read_status()
-        self._sample()
-        if self.cgroup is not None:
-            if not self.cgroup.remove():
-                self.report.notes.append("its cgroup could not be removed")
-        if self.uid is not None and not self.uid.release():
-            self.report.notes.append(f"processes of uid {self.uid.uid} survived a SIGKILL")
+        with trio.CancelScope(shield=True):
+            with suppress(ServiceError):
+                self._read_status()
+            self._sample()
+            deadline = trio.current_time() + _REAP_PATIENCE_S
+            while True:  # a fork bomb's hundreds of processes take a moment to die
+                gone = self.cgroup is None or self.cgroup.try_remove()
+                gone = (self.uid is None or self.uid.kill_once()) and gone
+                if gone or trio.current_time() > deadline:
+                    break
+                await trio.sleep(0.05)
+            if not gone:
+                self.report.notes.append(
+                    f"processes or a cgroup of it survived {_REAP_PATIENCE_S:g} s of SIGKILL"
+                )
+            self._remove()
+
+    def _remove(self) -> None:
+        if self.uid is not None:
+            self.uid.release()
         if self.detector is not None:
             self.detector.close()
         for sock, _ in self.tripwires:
@@ -704,4 +737,4 @@ class _Site:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-__all__ = ["LAUNCHER", "ProcessSandbox", "kill_all"]
+__all__ = ["LAUNCHER", "ProcessSandbox", "default_isolation", "namespaces_available"]

@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from chaos.grading import Grade, GradeOptions, choose_seeds, grade, read_key, run_grade
+from chaos.sandbox._uids import UID_BASE
 from chaos.sandbox.candidate import Limits, Program
 from chaos.sandbox.process import default_isolation
 from chaos.scenario import Scenario
@@ -142,7 +143,15 @@ def adversaries(
     runs["dial_direct"] = (dial_direct, None)
     runs["dial_direct_user"] = (dial_direct, "user")
     runs["read_secrets"] = (_read_secrets(tmp, payments, key, traces), None)
+    uid_probe = tmp / "uid_probe.sh"
+    uid_probe.write_text(
+        (CANDIDATES / "uid_probe.sh").read_text().replace("KEY=/nonexistent", f"KEY={key}")
+    )
+    uid_probe.chmod(0o755)
+    runs["uid_probe"] = (uid_probe, "uid")
     results: dict[str, Grade] = {}
+    # Six at a time: twelve runs at once on two cores slow the services past their timeouts.
+    limiter = trio.CapacityLimiter(6)
 
     async def one(name: str, program: Path, isolation: str | None) -> None:
         if name == "read_secrets":
@@ -157,10 +166,10 @@ def adversaries(
             isolation=isolation,
             out_dir=traces / name,
             hidden=(key,),
-            retries=0,
         )
         (traces / name).mkdir()
-        results[name] = await run_grade(options)
+        async with limiter:
+            results[name] = await run_grade(options)
 
     async def all_of_them() -> None:
         async with trio.open_nursery() as nursery:
@@ -268,6 +277,32 @@ def test_the_pack_traces_key_and_other_processes_are_out_of_reach(
     denied = [line for line in lines if line.startswith("SECRET-DENIED")]
     assert read == [], lines
     assert len(denied) == 7, lines
+
+
+def test_uid_isolation_runs_any_language_as_its_own_user_with_a_scrubbed_environment(
+    adversaries: dict[str, tuple[Grade, list[str]]], payments: Scenario
+) -> None:
+    result, left = adversaries["uid_probe"]
+    seed = _seed(result)
+    assert result.isolation == "uid"
+    assert seed.trace is not None
+    probe = {
+        line.split()[1]: line.split(None, 2)[2]
+        for e in read_trace(Path(seed.trace)).events
+        if e.get("f") == "log" and str(e.get("value", "")).startswith("PROBE ")
+        for line in [str(e["value"])]
+    }
+    assert int(probe["uid"]) >= UID_BASE
+    home, _, pwd = probe["home"].partition(" pwd ")
+    assert home == pwd
+    assert home.endswith("/scratch")
+    assert payments.task is not None
+    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONUNBUFFERED", "PWD", "SHLVL", "_"}
+    faketime = {n for n in probe["env"].split() if "FAKE" in n or n == "LD_PRELOAD"}
+    assert set(probe["env"].split()) - faketime <= allowed | set(payments.task.env)
+    assert "CHAOS_RUN_ID" not in probe["env"]
+    assert probe["key"] == "denied"
+    assert left == []
 
 
 # -- Harbor ---------------------------------------------------------------------------------
