@@ -39,20 +39,20 @@ def run_command(
     as_json: bool,
     postgres_dsn: str | None,
     nats_url: str | None,
-    graded: tuple[Path | None, list[str], str | None] = (None, [], None),
+    graded: tuple[Path | None, list[str], str | None, list[Path]] = (None, [], None, []),
 ) -> int:
     """Run once; print the verdicts (or one JSON object); return the exit code."""
     check_seed(seed)
     check_external(postgres_dsn, nats_url)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
-    impl, limits, isolation = graded
+    impl, limits, isolation, hide = graded
     if impl is not None:
         out = out or default_trace_path(loaded.id, "candidate", seed)
         check_out_file(out, "--out", "trace")
         return _graded_run(loaded, seed, out, as_json, postgres_dsn, nats_url, graded)
-    if limits or isolation:
-        raise ConfigError("--limit and --isolation go with --impl (a graded run)")
+    if limits or isolation or hide:
+        raise ConfigError("--limit, --isolation and --hide go with --impl (a graded run)")
     check_out_file(out or default_trace_path(loaded.id, variant, seed), "--out", "trace")
     with status_line(f"chaos run {loaded.id} --variant {variant} --seed {seed}") as progress:
         options = RunOptions(
@@ -79,17 +79,19 @@ def _graded_run(
     as_json: bool,
     postgres_dsn: str | None,
     nats_url: str | None,
-    graded: tuple[Path | None, list[str], str | None],
+    graded: tuple[Path | None, list[str], str | None, list[Path]],
 ) -> int:
     """``chaos run --impl``: one run with a candidate (what each chaos grade worker does)."""
     from chaos.sandbox.candidate import Limits
     from chaos.sandbox.graded import make_candidate, run_graded, task_of
 
-    impl, limit_texts, isolation = graded
+    impl, limit_texts, isolation, hide = graded
     assert impl is not None
     task = task_of(scenario)
     limits = Limits.parse(limit_texts, task.limits)
-    candidate = make_candidate(scenario, impl, limits=limits, isolation=isolation)
+    candidate = make_candidate(
+        scenario, impl, limits=limits, isolation=isolation, hidden=tuple(hide)
+    )
     title = f"chaos run {scenario.id} --seed {seed} --impl {impl}"
     with status_line(title) as progress:
         options = RunOptions(

@@ -190,11 +190,15 @@ def run(
     isolation: Annotated[
         str | None, typer.Option(help="With --impl: root, uid or user (default: the most).")
     ] = None,
+    hide: Annotated[
+        list[Path] | None,
+        typer.Option(help="With --impl: a path the candidate must not see; repeatable."),
+    ] = None,
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
 
-    graded = (impl, limit or [], isolation)
+    graded = (impl, limit or [], isolation, hide or [])
     _exit_with(run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url, graded)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-import os
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -42,7 +41,7 @@ from pydantic import BaseModel, Field
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.rng import SEED_MAX, check_seed
 from chaos.sandbox.candidate import Limits, Program
-from chaos.sandbox.graded import HIDE_ENV, task_of
+from chaos.sandbox.graded import task_of
 from chaos.sandbox.process import ProcessSandbox
 from chaos.scenario import BUILTIN_ROOT, Scenario, TaskSpec, load_scenario
 
@@ -459,31 +458,24 @@ async def run_grade(options: GradeOptions) -> Grade:
     if options.isolation:
         args = (*args, "--isolation", options.isolation)
     execute = options.executor or sweep_executor
-    hidden = os.pathsep.join(str(p) for p in (*options.hidden, out_dir.resolve()))
-    previous = os.environ.get(HIDE_ENV)
-    os.environ[HIDE_ENV] = hidden
+    for path in (*options.hidden, out_dir.resolve()):
+        args = (*args, "--hide", str(path))
     started = time.monotonic()
-    try:
-        todo = list(options.choice.seeds)
-        outcomes: dict[int, RunOutcome] = {}
-        sha = options.program.sha256
+    todo = list(options.choice.seeds)
+    outcomes: dict[int, RunOutcome] = {}
+    sha = options.program.sha256
 
-        def progress(outcome: RunOutcome) -> None:
-            if options.progress is not None:
-                options.progress(seed_grade(outcome, scenario.invariants, sha))
+    def progress(outcome: RunOutcome) -> None:
+        if options.progress is not None:
+            options.progress(seed_grade(outcome, scenario.invariants, sha))
 
-        for _attempt in range(1 + options.retries):
-            specs = [RunSpec(_scenario_arg(scenario), s, args, out_dir) for s in todo]
-            for outcome in await execute(specs, options.jobs, progress):
-                outcomes[outcome.seed] = outcome
-            todo = [s for s in todo if outcomes[s].exit_code not in (EXIT_HELD, EXIT_VIOLATED)]
-            if not todo:
-                break
-    finally:
-        if previous is None:
-            os.environ.pop(HIDE_ENV, None)
-        else:
-            os.environ[HIDE_ENV] = previous
+    for _attempt in range(1 + options.retries):
+        specs = [RunSpec(_scenario_arg(scenario), s, args, out_dir) for s in todo]
+        for outcome in await execute(specs, options.jobs, progress):
+            outcomes[outcome.seed] = outcome
+        todo = [s for s in todo if outcomes[s].exit_code not in (EXIT_HELD, EXIT_VIOLATED)]
+        if not todo:
+            break
     return summarize(
         scenario,
         options.program,

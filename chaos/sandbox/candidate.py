@@ -126,9 +126,15 @@ class Program:
         """A program from ``--impl PATH``; ConfigError (one line) if it cannot be run."""
         path = Path(path).absolute()
         try:
-            st = path.stat()
+            st = path.lstat()
         except OSError as exc:
             raise ConfigError(f"--impl {path}: {exc.strerror or exc}") from None
+        # The harness copies the program as root: a link could hand the candidate any file.
+        links = [path] if stat.S_ISLNK(st.st_mode) else []
+        if stat.S_ISDIR(st.st_mode):
+            links = [p for p in path.rglob("*") if p.is_symlink()]
+        if links:
+            raise ConfigError(f"--impl {path}: symbolic links are not allowed ({links[0]})")
         if stat.S_ISDIR(st.st_mode):
             if (path / "main.py").is_file():
                 kind, entry = "python", "main.py"

@@ -13,7 +13,6 @@ wall-clock limit, and the few rules that make a run a fair grade:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,6 @@ from chaos.run import RunOptions, RunResult, run_scenario
 from chaos.sandbox.candidate import WALL_CLOCK, Candidate, Limits, Program
 from chaos.sandbox.process import ProcessSandbox
 from chaos.scenario import Scenario, TaskSpec
-
-#: Extra paths a worker hides from the candidate (os.pathsep-separated), set by chaos grade.
-HIDE_ENV = "CHAOS_SANDBOX_HIDE"
 
 
 def task_of(scenario: Scenario) -> TaskSpec:
@@ -50,7 +46,6 @@ def make_candidate(
     program = impl if isinstance(impl, Program) else Program.from_path(impl)
     sandbox = ProcessSandbox(isolation)
     sandbox.check(program)
-    extra = tuple(Path(p) for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p)
     return Candidate(
         program=program,
         service=task.service,
@@ -58,7 +53,7 @@ def make_candidate(
         libraries=task.libraries,
         limits=limits or task.limits,
         sandbox=sandbox,
-        hidden=(*hidden, *extra),
+        hidden=tuple(Path(p) for p in hidden),
     )
 
 

@@ -52,6 +52,7 @@ from chaos.sandbox.candidate import (
     PROCESSES,
     Candidate,
     Program,
+    tree_sha256,
 )
 from chaos.services import (
     ManagedProcess,
@@ -154,7 +155,8 @@ class ProcessSandbox:
 
 
 def _copy_program(candidate: Candidate, into: Path) -> None:
-    """A root-owned, world-readable copy: what was hashed is what runs."""
+    """A root-owned, world-readable copy, whose hash the report carries: what runs is what
+    the grade hashed (the grade checks it), whatever changes the original meanwhile."""
     into.mkdir(mode=0o755)
     for source, relative in candidate.program.files():
         target = into / relative
@@ -164,6 +166,9 @@ def _copy_program(candidate: Candidate, into: Path) -> None:
         target.chmod(mode)
     for folder in [into, *(p for p in into.rglob("*") if p.is_dir())]:
         folder.chmod(0o755)
+    program = candidate.program
+    copied = into / program.path.name if program.path.is_file() else into
+    candidate.report.sha256 = tree_sha256(copied)
 
 
 def _proc_stat(pid: int) -> tuple[float, int] | None:

@@ -268,3 +268,20 @@ def test_a_program_is_a_py_file_an_executable_or_a_folder(tmp_path: Path) -> Non
     assert Program.from_path(folder).sha256 != before.sha256  # every file counts
     with pytest.raises(ConfigError, match="No such file"):
         Program.from_path(tmp_path / "missing.py")
+
+
+def test_a_program_with_a_symbolic_link_is_refused(tmp_path: Path) -> None:
+    """The harness copies the program as root: a link could hand the candidate any file."""
+    secret = tmp_path / "secret.key"
+    secret.write_text("not for the candidate\n")
+    secret.chmod(0o600)
+    link = tmp_path / "consumer.py"
+    link.symlink_to(secret)
+    with pytest.raises(ConfigError, match="symbolic links are not allowed"):
+        Program.from_path(link)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "main.py").write_text("print(open('key').read())\n")
+    (folder / "key").symlink_to(secret)
+    with pytest.raises(ConfigError, match="symbolic links are not allowed"):
+        Program.from_path(folder)
