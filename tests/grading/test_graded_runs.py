@@ -73,6 +73,36 @@ def test_the_no_idempotency_variant_fails_exactly_once_the_same_way_every_time(
     assert [s.verdicts for s in again.seeds] == [s.verdicts for s in first.seeds]
 
 
+def test_grades_from_two_processes_at_once_keep_to_their_own_runs(
+    golden: Path, tmp_path: Path
+) -> None:
+    code = (
+        "import json, sys, chaos; "
+        "g = chaos.grade('payments', sys.argv[1], seeds=[3, 13], jobs=2, out_dir=sys.argv[2]); "
+        "print(json.dumps([g.reward, g.out_dir, g.errors]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(golden), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        results.append(json.loads(out))
+    assert [r[0] for r in results] == [1.0, 1.0]
+    assert [r[2] for r in results] == [0, 0]
+    assert results[0][1] != results[1][1]
+    assert leftovers() == []
+
+
 def test_a_crashed_candidate_restarts_in_its_sandbox_and_still_holds(
     payments: Scenario, golden: Path, tmp_path: Path
 ) -> None:
