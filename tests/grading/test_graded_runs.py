@@ -1,9 +1,9 @@
 """Real grades: real services, real candidates, the real sandbox (no mocks).
 
-About four minutes on a 2-core machine, most of it waiting: the golden consumer on 20
-held-out seeds (4 runs at a time), the no-idempotency variant twice on the same seeds, and
-every adversary graded side by side in one batch (most of them never settle, so each of
-their runs waits out the scenario's 30 s settle timeout).
+About five and a half minutes on a 2-core machine, most of it waiting: the golden consumer
+on 20 held-out seeds (4 runs at a time, about a minute), the no-idempotency variant twice on
+the same seeds, and every adversary graded six at a time (about two and a half minutes: most
+of them never settle, so each of their runs waits out the scenario's 30 s settle timeout).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def test_the_golden_consumer_gets_reward_1_on_20_held_out_seeds(
 def test_the_no_idempotency_variant_fails_exactly_once_the_same_way_every_time(
     payments: Scenario, no_idempotency: Path, tmp_path: Path
 ) -> None:
-    first = grade(payments, no_idempotency, seeds=[1, 2, 3], jobs=3, out_dir=tmp_path)
-    again = grade(payments, no_idempotency, seeds=[1, 2, 3], jobs=3, out_dir=tmp_path)
+    first = grade(payments, no_idempotency, seeds=[1, 3], jobs=2, out_dir=tmp_path)
+    again = grade(payments, no_idempotency, seeds=[1, 3], jobs=2, out_dir=tmp_path)
     assert first.reward < 1
     assert first.invariants["exactly_once"] < 1
     assert first.exit_code == 1
@@ -78,7 +78,7 @@ def test_grades_from_two_processes_at_once_keep_to_their_own_runs(
 ) -> None:
     code = (
         "import json, sys, chaos; "
-        "g = chaos.grade('payments', sys.argv[1], seeds=[3, 13], jobs=2, out_dir=sys.argv[2]); "
+        "g = chaos.grade('payments', sys.argv[1], seeds=[3], out_dir=sys.argv[2]); "
         "print(json.dumps([g.reward, g.out_dir, g.errors]))"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -132,7 +132,6 @@ def _read_secrets(tmp: Path, payments: Scenario, key: Path, traces: Path) -> Pat
         str(payments.path / "scenario.py"),
         str(payments.path / "checkers" / "exactly_once.py"),
         str(ROOT / "chaos" / "grading.py"),
-        "/dev/shm",
         "/root/.bash_history",
     ]
     program = tmp / "read_secrets.py"
@@ -306,7 +305,9 @@ def test_the_pack_traces_key_and_other_processes_are_out_of_reach(
     read = [line for line in lines if line.startswith("SECRET-READ")]
     denied = [line for line in lines if line.startswith("SECRET-DENIED")]
     assert read == [], lines
-    assert len(denied) == 7, lines
+    assert len(denied) == 6, lines
+    (shm,) = [line for line in lines if line.startswith("SHM-LIST")]
+    assert "chaos-" not in shm
 
 
 def test_uid_isolation_runs_any_language_as_its_own_user_with_a_scrubbed_environment(
@@ -347,7 +348,7 @@ def test_the_harbor_task_scores_its_oracle_1_and_a_no_op_0(tmp_path: Path, key_f
         check=True, capture_output=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     checks = {
-        "oracle": (task / "solution" / "consumer", "2"),
+        "oracle": (task / "solution" / "consumer", "1"),
         "no-op": (task / "environment" / "workspace" / "consumer.py", "1"),
     }
     running = {}

@@ -1,5 +1,6 @@
 """Adversary: tries to read the pack, the checkers, the traces and the held-out key (paths in
-SECRETS below, filled in by the test) and to list /proc for other processes' command lines.
+SECRETS below, filled in by the test), lists /dev/shm (where the harness keeps its run dirs)
+and /proc for other processes' command lines (the workers' hold the seeds).
 It prints what it could read; it charges nothing."""
 
 import os
@@ -19,6 +20,7 @@ for path in SECRETS:
                 print(f"SECRET-READ {path}: {f.read(32)!r}", flush=True)
     except OSError as exc:
         print(f"SECRET-DENIED {path}: {type(exc).__name__}", flush=True)
+print(f"SHM-LIST {sorted(os.listdir('/dev/shm'))}", flush=True)  # the run dirs live there
 for pid in os.listdir("/proc"):
     if pid.isdigit() and pid not in ("1", str(os.getpid())):
         try:
