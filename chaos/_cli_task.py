@@ -38,6 +38,15 @@ def task_command(
         files = write_harbor(loaded, folder, heldout=heldout, key=key)
     console = Console(soft_wrap=True, highlight=False)
     console.print(f"{loaded.id}: {format} task written to {escape(str(folder))}/")
+    bundled: dict[str, int] = {}
     for file in files:
-        console.print(f"  {escape(str(file.relative_to(folder)))}")
+        relative = file.relative_to(folder)
+        parts = relative.parts
+        if len(parts) > 2 and parts[:2] in (("environment", "chaos-harness"),
+                                            ("environment", "pack")):  # fmt: skip
+            bundled[f"{parts[0]}/{parts[1]}/"] = bundled.get(f"{parts[0]}/{parts[1]}/", 0) + 1
+            continue
+        console.print(f"  {escape(str(relative))}")
+    for where, count in bundled.items():
+        console.print(f"  {escape(where)} ({count} files)")
     return EXIT_HELD
