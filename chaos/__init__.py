@@ -1,0 +1,13 @@
+"""chaos-harness. Importing ``chaos`` loads nothing else (the ground floor, ``chaos.errors``
+and ``chaos.rng``, may be imported alone); ``chaos.grade`` and ``chaos.Grade``, the grading
+API, load the grading engine on first use (PEP 562)."""
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("grade", "Grade"):
+        from chaos import grading
+
+        return getattr(grading, name)
+    raise AttributeError(f"module 'chaos' has no attribute {name!r}")

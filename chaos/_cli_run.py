@@ -16,7 +16,7 @@ from chaos._cli_out import status_line, verdict_table
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.run import RunOptions, RunResult, default_trace_path, run_scenario
-from chaos.scenario import load_scenario
+from chaos.scenario import Scenario, load_scenario
 
 
 def check_external(postgres_dsn: str | None, nats_url: str | None) -> None:
@@ -39,12 +39,20 @@ def run_command(
     as_json: bool,
     postgres_dsn: str | None,
     nats_url: str | None,
+    graded: tuple[Path | None, list[str], str | None, list[Path]] = (None, [], None, []),
 ) -> int:
     """Run once; print the verdicts (or one JSON object); return the exit code."""
     check_seed(seed)
     check_external(postgres_dsn, nats_url)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
+    impl, limits, isolation, hide = graded
+    if impl is not None:
+        out = out or default_trace_path(loaded.id, "candidate", seed)
+        check_out_file(out, "--out", "trace")
+        return _graded_run(loaded, seed, out, as_json, postgres_dsn, nats_url, graded)
+    if limits or isolation or hide:
+        raise ConfigError("--limit, --isolation and --hide go with --impl (a graded run)")
     check_out_file(out or default_trace_path(loaded.id, variant, seed), "--out", "trace")
     with status_line(f"chaos run {loaded.id} --variant {variant} --seed {seed}") as progress:
         options = RunOptions(
@@ -62,6 +70,56 @@ def run_command(
     else:
         print_result(result)
     return result.exit_code
+
+
+def _graded_run(
+    scenario: Scenario,
+    seed: int,
+    out: Path | None,
+    as_json: bool,
+    postgres_dsn: str | None,
+    nats_url: str | None,
+    graded: tuple[Path | None, list[str], str | None, list[Path]],
+) -> int:
+    """``chaos run --impl``: one run with a candidate (what each chaos grade worker does)."""
+    from chaos.sandbox.candidate import Limits
+    from chaos.sandbox.graded import make_candidate, run_graded, task_of
+
+    impl, limit_texts, isolation, hide = graded
+    assert impl is not None
+    task = task_of(scenario)
+    limits = Limits.parse(limit_texts, task.limits)
+    candidate = make_candidate(
+        scenario, impl, limits=limits, isolation=isolation, hidden=tuple(hide)
+    )
+    title = f"chaos run {scenario.id} --seed {seed} --impl {impl}"
+    with status_line(title) as progress:
+        options = RunOptions(
+            scenario,
+            seed,
+            out=out or default_trace_path(scenario.id, "candidate", seed),
+            postgres_dsn=postgres_dsn,
+            nats_url=nats_url,
+            progress=progress,
+            candidate=candidate,
+        )
+        run = _signals.run(run_graded, options)
+    if as_json:
+        print(json.dumps(run.to_json(), sort_keys=True))
+    else:
+        if run.result is not None:
+            print_result(run.result)
+        report = candidate.report
+        out_ = Console(soft_wrap=True)
+        for c in report.contained:
+            out_.print(f"[red]contained[/]: {escape(c['reason'])}: {escape(c['detail'])}")
+        if run.unreadable:
+            out_.print(f"[red]final state unreadable[/]: {escape(run.unreadable)}")
+        out_.print(
+            f"candidate {report.sha256[:12]} ({report.isolation}): "
+            f"{'held' if run.held else 'failed'}; CPU {report.cpu_s:.2f} s; trace {run.trace}"
+        )
+    return run.exit_code
 
 
 def print_result(result: RunResult) -> None:

@@ -179,11 +179,27 @@ def run(
     nats_url: Annotated[
         str | None, typer.Option(help="Use this NATS (JetStream) instead of an embedded one.")
     ] = None,
+    impl: Annotated[
+        Path | None,
+        typer.Option(help="Run this program in place of the task's service (a graded run)."),
+    ] = None,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option(help="With --impl: a limit NAME=VALUE (see docs/grading.md); repeatable."),
+    ] = None,
+    isolation: Annotated[
+        str | None, typer.Option(help="With --impl: root, uid or user (default: the most).")
+    ] = None,
+    hide: Annotated[
+        list[Path] | None,
+        typer.Option(help="With --impl: a path the candidate must not see; repeatable."),
+    ] = None,
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
 
-    _exit_with(run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url)
+    graded = (impl, limit or [], isolation, hide or [])
+    _exit_with(run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url, graded)
 
 
 @app.command("show")
@@ -309,6 +325,75 @@ def sweep(
     from chaos._cli_sweep import sweep_command
 
     _exit_with(sweep_command, scenario, seeds, variant, jobs, out_dir, as_json)
+
+
+# -- chaos grade / chaos task ---------------------------------------------------------
+
+
+@app.command("grade")
+def grade(
+    scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
+    impl: Annotated[
+        Path, typer.Option(help="The candidate: a .py file, an executable, or a folder.")
+    ],
+    public: Annotated[bool, typer.Option(help="Grade on the task's public seeds.")] = False,
+    heldout_key: Annotated[
+        Path | None,
+        typer.Option(help="Key file of the held-out seeds (default: $CHAOS_HELDOUT_KEY_FILE)."),
+    ] = None,
+    heldout: Annotated[
+        int | None, typer.Option(help="How many held-out seeds (default: the task's).")
+    ] = None,
+    seeds: Annotated[
+        str | None, typer.Option(help="These seeds instead: N, A-B or a comma-separated list.")
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(help="Runs side by side (default: half the CPUs, at least 1).")
+    ] = None,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option(help="A limit NAME=VALUE, e.g. cpu_s=30 (see docs/grading.md); repeatable."),
+    ] = None,
+    isolation: Annotated[
+        str | None, typer.Option(help="root, uid or user (default: the strongest available).")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="Where each grade's trace folder goes (default traces/).")
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option(help="Also write JUnit XML: one test case per seed x invariant.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON grade object.")] = False,
+) -> None:
+    """Grade a candidate: exit 0 every run held, 1 some did not, 2 bad input, 3 harness error."""
+    from chaos._cli_grade import grade_command
+
+    _exit_with(
+        grade_command, scenario, impl, public, heldout_key, heldout, seeds, jobs, limit or [],
+        isolation, out_dir, junit, as_json,
+    )  # fmt: skip
+
+
+@app.command("task")
+def task(
+    scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Folder to write (default task-SCENARIO).")
+    ] = None,
+    format: Annotated[
+        str, typer.Option("--format", help="folder (for a candidate) or harbor (a Harbor task).")
+    ] = "folder",
+    heldout: Annotated[
+        int | None, typer.Option(help="harbor: held-out seeds the verifier grades on.")
+    ] = None,
+    heldout_key: Annotated[
+        Path | None, typer.Option(help="harbor: use this key (default: a fresh one).")
+    ] = None,
+) -> None:
+    """Write a scenario's task: a folder a candidate works in, or a Harbor task."""
+    from chaos._cli_task import task_command
+
+    _exit_with(task_command, scenario, out, format, heldout, heldout_key)
 
 
 # -- chaos gc -------------------------------------------------------------------------

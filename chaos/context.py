@@ -35,6 +35,7 @@ from faults.proxy import Proxy, ProxyServer
 from invariants.history import SERVICE_PREFIX
 
 if TYPE_CHECKING:
+    from chaos.sandbox.candidate import Candidate
     from chaos.scenario import Scenario
 
 
@@ -75,6 +76,7 @@ class RunContext:
         proxies: ProxyServer,
         recorder: Recorder,
         externals: ExternalServices | None = None,
+        candidate: Candidate | None = None,
     ) -> None:
         self.scenario = scenario
         self.seed = seed
@@ -84,6 +86,10 @@ class RunContext:
         self.proxies = proxies
         self.recorder = recorder
         self.externals = externals or ExternalServices()
+        #: A graded run's candidate: it runs in place of the task's service (chaos grade).
+        self.candidate = candidate
+        #: The run's real servers (what a candidate must reach only through links).
+        self.dependencies: list[PostgresService | NatsService] = []
         #: When the workload started (trio time); ``at_time`` triggers count from it.
         self.workload_t0 = trio.current_time()
         #: The scenario's own bookkeeping between hooks.
@@ -111,18 +117,24 @@ class RunContext:
     async def postgres(self) -> PostgresService:
         """The run's PostgreSQL: embedded (own cluster, free port) unless a DSN was given."""
         if self.externals.postgres_dsn:
-            return external_postgres(self.externals.postgres_dsn)
-        return await self.stack.enter_async_context(
-            open_postgres(self.run_dir, log_sink=self.recorder.log_line)
-        )
+            pg = external_postgres(self.externals.postgres_dsn)
+        else:
+            pg = await self.stack.enter_async_context(
+                open_postgres(self.run_dir, log_sink=self.recorder.log_line)
+            )
+        self.dependencies.append(pg)
+        return pg
 
     async def nats(self) -> NatsService:
         """The run's NATS with JetStream: embedded unless a URL was given."""
         if self.externals.nats_url:
-            return external_nats(self.externals.nats_url)
-        return await self.stack.enter_async_context(
-            open_nats(self.run_dir, log_sink=self.recorder.log_line)
-        )
+            nats = external_nats(self.externals.nats_url)
+        else:
+            nats = await self.stack.enter_async_context(
+                open_nats(self.run_dir, log_sink=self.recorder.log_line)
+            )
+        self.dependencies.append(nats)
+        return nats
 
     # -- links --------------------------------------------------------------------------
 
@@ -191,7 +203,19 @@ class RunContext:
     ) -> ManagedProcess:
         """Start a service under test (its wall clock skewable) and wait until it prints
         ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
-        at once). It is stopped and reaped when the run ends."""
+        at once). It is stopped and reaped when the run ends. In a graded run the candidate's
+        program runs in place of the task's service (``chaos.sandbox``): same ready line,
+        only the task's environment variables, its output logged but never history."""
+        if self.candidate is not None and name == self.candidate.service:
+            candidate = await self.candidate.start(self, name, dict(env or {}), ready_line, wait)
+            self._services[name] = candidate
+            self.recorder.record(
+                f"{SERVICE_PREFIX}{name}",
+                "info",
+                "start",
+                {"pid": candidate.pid, "candidate": True},
+            )
+            return candidate
         seen = {"count": 0}
         holder: list[ManagedProcess] = []
 

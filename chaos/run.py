@@ -37,6 +37,7 @@ from chaos.errors import (
 from chaos.nemesis import Nemesis
 from chaos.recorder import Recorder
 from chaos.rng import check_seed, derive_seed
+from chaos.sandbox.candidate import Candidate
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
 from faults.model import FaultSchedule
@@ -64,6 +65,8 @@ class RunOptions:
     progress: Progress | None = None
     #: Seconds to wait for the system to settle (default: the scenario's own).
     settle_timeout_s: float | None = None
+    #: A program run in place of the scenario's task service (``chaos grade``).
+    candidate: Candidate | None = None
 
 
 @dataclass
@@ -142,7 +145,11 @@ async def run_scenario(options: RunOptions) -> RunResult:
                 scenario.content_hash(),
                 options.variant,
                 options.seed,
-                {"space_hash": schedule.space_hash, "invariants": list(scenario.invariants)},
+                {
+                    "space_hash": schedule.space_hash,
+                    "invariants": list(scenario.invariants),
+                    **_candidate_header(options.candidate),
+                },
             ),
             overwrite=True,
         )
@@ -171,6 +178,13 @@ async def run_scenario(options: RunOptions) -> RunResult:
                 writer.write_end(outcome, exit_code, time.monotonic() - started)
             finally:
                 writer.close()
+
+
+def _candidate_header(candidate: Candidate | None) -> dict[str, Any]:
+    """A graded run's trace says whose program ran in place of which service."""
+    if candidate is None:
+        return {}
+    return {"candidate": {"service": candidate.service, "sha256": candidate.program.sha256}}
 
 
 def is_interruption(exc: BaseException) -> bool:
@@ -226,6 +240,7 @@ async def _run(
                 proxies=proxies,
                 recorder=recorder,
                 externals=ExternalServices(options.postgres_dsn, options.nats_url),
+                candidate=options.candidate,
             )
             proxies.add_observer(recorder.proxy_event)
             proxies.add_observer(ctx.on_proxy_event)

@@ -22,12 +22,14 @@ import tomllib
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from chaos.context import Subject
 from chaos.errors import ConfigError
+from chaos.rng import check_seed
+from chaos.sandbox.candidate import Limits
 from faults.space import FaultSpace
 from invariants import Invariant, get
 
@@ -86,6 +88,24 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Budgets:
+    """What a correct candidate is expected to stay within (``chaos grade``'s secondary
+    measures): each measure within its budget scores 1, beyond it budget/value. They only
+    order candidates of equal correctness (see docs/grading.md). None: not scored."""
+
+    #: 95th percentile, over the seeds that held, of the seconds from the workload's end
+    #: until the system settled.
+    settle_p95_s: float | None = 15.0
+    #: Mean CPU seconds of the candidate per run (all its processes).
+    cpu_s: float | None = 10.0
+    #: Mean side effects per run (``TaskSpec.side_effect``).
+    side_effects: float | None = None
+
+    def items(self) -> list[tuple[str, float]]:
+        return [(k, v) for k, v in vars(self).items() if v is not None]
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """The part of a scenario's system that a candidate writes (``chaos task``, ``chaos grade``).
 
@@ -104,12 +124,40 @@ class TaskSpec:
     interface: str = "TASK.md"
     starter: str = "starter.py"
     public_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    #: Python distributions a candidate may import besides the standard library
+    #: (requirement strings; extras and dependencies follow), e.g. "psycopg[binary]".
+    libraries: tuple[str, ...] = ()
+    #: The pack's golden program for this service (a file of the pack): ``chaos task
+    #: --format harbor`` makes it self-contained as the task's ``solution/``.
+    solution: str | None = None
+    #: README sections (headings, matched by prefix, case-insensitive) left out of the public
+    #: specification, with everything under them; "**Diagnosis path:**" paragraphs and
+    #: ``<!-- private -->`` ... ``<!-- /private -->`` blocks are always left out.
+    private_sections: tuple[str, ...] = ("Variants",)
+    #: What a candidate may use per run (``chaos grade --limit-*`` changes them).
+    limits: Limits = field(default_factory=Limits)
+    budgets: Budgets = field(default_factory=Budgets)
+    #: The side effect (``Scenario.side_effects`` name) counted as a secondary measure.
+    side_effect: str | None = None
+    #: Held-out seeds a grade draws by default.
+    heldout_seeds: int = 20
+    #: What an exported task's container needs (Harbor ``[environment]``, ``[agent]``).
+    cpus: int = 2
+    memory_mb: int = 4096
+    agent_timeout_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if not self.service:
             raise ConfigError("a task names the service the candidate writes")
         if not self.public_seeds:
             raise ConfigError(f"task {self.service}: at least one public seed")
+        for seed in self.public_seeds:
+            check_seed(seed, f"task {self.service}: public seed")
+        for name in self.env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ConfigError(f"task {self.service}: bad environment variable name {name!r}")
+        if not 1 <= self.heldout_seeds <= 1000:
+            raise ConfigError(f"task {self.service}: heldout_seeds must be 1 to 1000")
 
 
 class Scenario(ABC):
@@ -250,6 +298,7 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 __all__ = [
     "BUILTIN_ROOT",
+    "Budgets",
     "Scenario",
     "Signal",
     "Subject",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +28,10 @@ LAYERS = """
 0 ground   chaos=  chaos.errors  chaos.rng  chaos._signals  chaos._checks
 1 model    faults  invariants  replay.trace
 2 run      chaos.scenario  chaos.context  chaos.nemesis  chaos.recorder  chaos.services  chaos.run
+           chaos.sandbox
 P packs    scenarios
-3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grade  chaos.task
+3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grading
+           chaos.task
 4 faces    chaos.cli  chaos._cli_*  chaos.pytest_plugin  chaos.__main__
 """
 PACK_RANK = 2.5
@@ -42,9 +46,13 @@ class Floor:
 def floors() -> list[tuple[str, Floor]]:
     """(pattern, floor) for every entry of LAYERS."""
     entries = []
+    floor = Floor(0, "")
     for line in LAYERS.strip().splitlines():
-        rank, name, *patterns = line.split()
-        floor = Floor(PACK_RANK if rank == "P" else float(rank), name)
+        if line.startswith(" "):  # a continuation line: more modules of the floor above
+            patterns = line.split()
+        else:
+            rank, name, *patterns = line.split()
+            floor = Floor(PACK_RANK if rank == "P" else float(rank), name)
         entries += [(pattern, floor) for pattern in patterns]
     return entries
 
@@ -75,6 +83,7 @@ class Import:
     file: Path
     line: int
     type_only: bool  # inside ``if TYPE_CHECKING:``
+    function: str | None = None  # the top-level function whose body holds it (lazy)
 
     @property
     def where(self) -> str:
@@ -113,30 +122,32 @@ def _resolve(source: str, file: Path, node: ast.ImportFrom) -> str:
 def imports_of(source: str, file: Path) -> Iterator[Import]:
     tree = ast.parse(file.read_text(encoding="utf-8"), str(file))
 
-    def walk(node: ast.AST, type_only: bool) -> Iterator[Import]:
+    def walk(node: ast.AST, type_only: bool, function: str | None) -> Iterator[Import]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _is_type_checking(child.test):
                 for stmt in child.body:
-                    yield from walk_one(stmt, True)
+                    yield from walk_one(stmt, True, function)
                 for stmt in child.orelse:
-                    yield from walk_one(stmt, type_only)
+                    yield from walk_one(stmt, type_only, function)
             else:
-                yield from walk_one(child, type_only)
+                yield from walk_one(child, type_only, function)
 
-    def walk_one(node: ast.AST, type_only: bool) -> Iterator[Import]:
+    def walk_one(node: ast.AST, type_only: bool, function: str | None) -> Iterator[Import]:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield Import(source, alias.name, file, node.lineno, type_only)
+                yield Import(source, alias.name, file, node.lineno, type_only, function)
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(source, file, node)
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 target = sub if sub in MODULES else base
-                yield Import(source, target, file, node.lineno, type_only)
+                yield Import(source, target, file, node.lineno, type_only, function)
+        elif function is None and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield from walk(node, type_only, node.name)
         else:
-            yield from walk(node, type_only)
+            yield from walk(node, type_only, function)
 
-    for found in walk(tree, False):
+    for found in walk(tree, False, None):
         if found.target.split(".")[0] in PACKAGES:
             yield found
 
@@ -149,10 +160,18 @@ def describe(module: str) -> str:
     return f"{module} ({'no layer' if floor is None else floor.name})"
 
 
+def lazy_api(found: Import) -> bool:
+    """The one import allowed to point up: the ``chaos`` package's PEP 562 ``__getattr__``,
+    which loads an API (``chaos.grade``) on first use, never at import time."""
+    return found.source == "chaos" and found.function == "__getattr__" and not found.type_only
+
+
 def wrong_way(imports: list[Import]) -> list[str]:
     """Each import that points up, or into a pack from the harness, or out of the ground."""
     problems = []
     for found in imports:
+        if lazy_api(found):
+            continue
         source, target = floor_of(found.source), floor_of(found.target)
         if source is None or target is None:
             continue  # reported by test_every_module_has_a_layer
@@ -172,6 +191,8 @@ def cycles(imports: list[Import]) -> list[str]:
     """Each runtime import cycle (TYPE_CHECKING imports left out), with its edges' lines."""
     edges: dict[str, dict[str, Import]] = {}
     for found in imports:
+        if lazy_api(found):
+            continue  # runs after every module is loaded: no import-time cycle
         if not found.type_only and found.target in MODULES and found.target != found.source:
             edges.setdefault(found.source, {}).setdefault(found.target, found)
     index: dict[str, int] = {}
@@ -228,9 +249,20 @@ def test_no_import_cycle() -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_the_chaos_package_is_empty_so_the_ground_floor_loads_alone() -> None:
-    init = [found for found in IMPORTS if found.source == "chaos"]
+def test_the_chaos_package_imports_nothing_at_import_time_so_the_ground_floor_loads_alone() -> None:
+    init = [found.where for found in IMPORTS if found.source == "chaos" and not lazy_api(found)]
     assert init == []
+
+
+def test_importing_chaos_errors_loads_nothing_else_of_the_project() -> None:
+    code = (
+        "import sys, chaos.errors, chaos.rng; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {PACKAGES!r}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.split() == ["['chaos',", "'chaos.errors',", "'chaos.rng']"]
 
 
 # -- the checker itself ---------------------------------------------------------------
@@ -265,6 +297,19 @@ def test_the_checker_finds_a_cycle_but_not_through_type_checking_imports() -> No
     assert problem.startswith("import cycle among chaos.run, chaos.scenario")
     assert "chaos/x.py:7: chaos.scenario -> chaos.run" in problem
     assert cycles([_edge(a, b), _edge(b, a, type_only=True)]) == []
+
+
+def test_the_checker_lets_only_the_chaos_packages_getattr_import_lazily() -> None:
+    lazy = Import("chaos", "chaos.grading", ROOT / "chaos" / "__init__.py", 3, False, "__getattr__")
+    assert wrong_way([lazy]) == []
+    elsewhere = Import("chaos", "chaos.grading", ROOT / "chaos" / "x.py", 7, False, "helper")
+    (problem,) = wrong_way([elsewhere])
+    assert "the ground floor imports nothing" in problem
+    other = Import(
+        "chaos.errors", "chaos.grading", ROOT / "chaos" / "x.py", 7, False, "__getattr__"
+    )
+    (problem,) = wrong_way([other])
+    assert "the ground floor imports nothing" in problem
 
 
 def test_the_checker_reads_type_checking_and_relative_imports(tmp_path: Path) -> None:

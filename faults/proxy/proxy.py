@@ -47,6 +47,7 @@ class Proxy:
         self._closed_bytes = 0
         self._toxics: dict[str, ToxicSpec] = {}
         self._listener: trio.socket.SocketType | None = None
+        self._extra_listeners: list[tuple[trio.socket.SocketType, trio.CancelScope]] = []
         self._scope: trio.CancelScope | None = None
         self._connection_hooks: list[Callable[[Connection], None]] = []
         if enabled:
@@ -86,10 +87,25 @@ class Proxy:
             self._scope.cancel()
         if self._listener is not None:
             self._listener.close()
+        for sock, scope in self._extra_listeners:
+            scope.cancel()
+            sock.close()
+        self._extra_listeners.clear()
         for conn in list(self.connections):
             conn.abort(reason="proxy disabled")
         self._listener = None
         self._scope = None
+
+    def serve_also(self, sock: trio.socket.SocketType) -> None:
+        """Accept on another bound, listening socket too: one made in another network
+        namespace (a sandboxed candidate's), so a client there reaches this proxy at the same
+        address. Its connections get the same toxics; it closes with the proxy (``stop``)."""
+        if not self.enabled:
+            sock.close()
+            raise BadRequest(f"proxy {self.name} is not listening")
+        scope = trio.CancelScope()
+        self._extra_listeners.append((sock, scope))
+        self._runtime.spawn(self._serve, sock, scope)
 
     async def _serve(self, sock: trio.socket.SocketType, scope: trio.CancelScope) -> None:
         listener = trio.SocketListener(sock)

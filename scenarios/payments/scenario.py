@@ -23,7 +23,7 @@ import trio
 
 import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext, Subject
-from chaos.scenario import Scenario
+from chaos.scenario import Budgets, Scenario, TaskSpec
 from chaos.services import free_port
 from scenarios.payments.variants import VARIANTS
 
@@ -87,6 +87,17 @@ class Payments(Scenario):
         )
     }
     settle_timeout_s = 30.0
+    task = TaskSpec(
+        service="consumer",
+        summary="the payments consumer: charge every order exactly once, however often the "
+        "broker delivers it",
+        env=("NATS_URL", "PG_DSN", "GATEWAY_URL", "ACK_WAIT_S", "ORDERS_STREAM", "ORDERS_SUBJECT"),
+        libraries=("nats-py", "psycopg[binary]"),
+        solution="consumer.py",
+        private_sections=("The golden implementation", "Variants"),
+        side_effect="charge_customer",
+        budgets=Budgets(settle_p95_s=15.0, cpu_s=10.0),
+    )
 
     def orders(self, ctx: RunContext) -> list[dict[str, Any]]:
         rng = ctx.rng("orders")

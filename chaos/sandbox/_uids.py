@@ -1,0 +1,100 @@
+"""Unprivileged user ids for candidates: one per concurrent candidate, across processes.
+
+A candidate runs as a uid of its own (no passwd entry needed), so the kernel's per-user
+process limit (RLIMIT_NPROC) counts its processes only, its files are its own, and when it
+is gone every process of that uid can be killed without looking further. Many graders may
+run at once (``chaos.grade`` from many processes): a uid is taken by holding an exclusive
+``flock`` on its lock file, which the kernel releases if the holder dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from pathlib import Path
+
+from chaos.errors import ServiceError
+
+UID_BASE = 2_000_000_000
+SLOTS = 4096
+LOCK_DIR = Path("/run/chaos-sandbox/uids")
+
+
+def processes_of(uid: int) -> list[int]:
+    """Pids of every process whose real or effective uid is ``uid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if str(uid) in line.split()[1:3]:
+                            found.append(int(name))
+                        break
+        except OSError:
+            continue
+    return found
+
+
+def kill_all(uid: int, patience_s: float = 2.0) -> bool:
+    """SIGKILL every process of ``uid`` until none is left; True when none is."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        pids = processes_of(uid)
+        if not pids:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+class UidLease:
+    """One uid, held until ``release``."""
+
+    def __init__(self, uid: int, fd: int) -> None:
+        self.uid = uid
+        self.gid = uid
+        self._fd: int | None = fd
+
+    def kill_once(self) -> bool:
+        """SIGKILL every process of the uid; True when there was none."""
+        pids = processes_of(self.uid)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return not pids
+
+    def release(self) -> None:
+        """Free the uid (the next holder kills whatever is still left of it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def lease_uid() -> UidLease:
+    """A uid no other live candidate holds (ServiceError when all are taken)."""
+    LOCK_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+    start = os.getpid() % SLOTS
+    for i in range(SLOTS):
+        slot = (start + i) % SLOTS
+        fd = os.open(LOCK_DIR / str(slot), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        uid = UID_BASE + slot
+        kill_all(uid)  # a holder that died may have left some behind
+        return UidLease(uid, fd)
+    raise ServiceError(f"all {SLOTS} sandbox uids are in use")

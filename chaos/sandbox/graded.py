@@ -1,0 +1,147 @@
+"""One graded run: a normal run with a candidate in place of the task's service.
+
+``run_graded`` is what ``chaos run SCENARIO --impl PATH`` does (and so each worker of
+``chaos grade``): ``run_scenario`` with ``RunOptions.candidate`` set, under the candidate's
+wall-clock limit, and the few rules that make a run a fair grade:
+
+- the run's result is the real stores' verdicts, as in ``chaos run``;
+- anything the sandbox contained grades the seed 0 (``contained``);
+- a final state the checkers cannot read or decide (the candidate wrote the stores) is a
+  failed seed, not a harness error: it is the candidate's data;
+- the secondary measures: settle seconds, side effects, the candidate's CPU seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from chaos.errors import EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos.run import RunOptions, RunResult, run_scenario
+from chaos.sandbox.candidate import WALL_CLOCK, Candidate, Limits, Program
+from chaos.sandbox.process import ProcessSandbox
+from chaos.scenario import Scenario, TaskSpec
+
+
+def task_of(scenario: Scenario) -> TaskSpec:
+    """The scenario's task, or ConfigError: a scenario without one cannot be graded."""
+    if scenario.task is None:
+        raise ConfigError(f"scenario {scenario.id} declares no task (TaskSpec): nothing to grade")
+    return scenario.task
+
+
+def make_candidate(
+    scenario: Scenario,
+    impl: Path | str | Program,
+    *,
+    limits: Limits | None = None,
+    isolation: str | None = None,
+    hidden: tuple[Path, ...] = (),
+) -> Candidate:
+    """A candidate for ``scenario``'s task (ConfigError for a bad program or isolation)."""
+    task = task_of(scenario)
+    program = impl if isinstance(impl, Program) else Program.from_path(impl)
+    sandbox = ProcessSandbox(isolation)
+    sandbox.check(program)
+    return Candidate(
+        program=program,
+        service=task.service,
+        env=task.env,
+        libraries=task.libraries,
+        limits=limits or task.limits,
+        sandbox=sandbox,
+        hidden=tuple(Path(p) for p in hidden),
+    )
+
+
+@dataclass
+class GradedRun:
+    """A graded run's outcome (the ``chaos run --impl --json`` object)."""
+
+    result: RunResult | None
+    candidate: Candidate
+    trace: Path
+    #: The run failed in the check phase on the candidate's data (the reason), if it did.
+    unreadable: str | None = None
+    measures: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def contained(self) -> list[dict[str, Any]]:
+        return self.candidate.report.contained
+
+    @property
+    def held(self) -> bool:
+        return self.result is not None and self.result.held and not self.contained
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_HELD if self.held else EXIT_VIOLATED
+
+    def to_json(self) -> dict[str, Any]:
+        base: dict[str, Any]
+        if self.result is not None:
+            base = self.result.to_json()
+        else:
+            base = {"verdicts": [], "trace": str(self.trace), "held": False, "settled": False}
+        if self.unreadable is not None:
+            base["unreadable"] = self.unreadable
+        base["held"] = self.held
+        base["candidate"] = {**self.candidate.report.to_json(), "measures": self.measures}
+        return base
+
+
+async def run_graded(options: RunOptions) -> GradedRun:
+    """Run once with ``options.candidate``; containment and unreadable state are graded."""
+    candidate = options.candidate
+    if candidate is None:
+        raise ConfigError("a graded run needs a candidate")
+    scenario = options.scenario
+    trace = Path(options.out) if options.out else Path("traces") / "graded.trace"
+    options.out = trace
+    phases: dict[str, str] = {}
+    outer = options.progress
+
+    def progress(phase: str) -> None:
+        phases["now"] = phase
+        if outer is not None:
+            outer(phase)
+
+    options.progress = progress
+    graded = GradedRun(None, candidate, trace)
+    with trio.move_on_after(candidate.limits.wall_s) as scope:
+        try:
+            graded.result = await run_scenario(options)
+        except Exception as exc:
+            if phases.get("now") != "check" or isinstance(exc, ConfigError):
+                raise
+            graded.unreadable = f"{type(exc).__name__}: {exc}"[:500]
+    if scope.cancelled_caught:
+        candidate.report.contain(
+            WALL_CLOCK, f"the run took over {candidate.limits.wall_s:g} s", candidate.limits.wall_s
+        )
+    graded.measures = measures(scenario, graded)
+    return graded
+
+
+def measures(scenario: Scenario, graded: GradedRun) -> dict[str, float | None]:
+    """The secondary measures of one graded run."""
+    result, task = graded.result, task_of(scenario)
+    settle = None
+    side_effects: float | None = None
+    if result is not None:
+        if result.settled:
+            settle = round(result.timings.get("settle", 0.0), 3)
+        if task.side_effect is not None:
+            try:
+                counts = scenario.side_effects(task.side_effect, result.final_state)
+                side_effects = float(sum(counts.values()))
+            except Exception:
+                side_effects = None
+    return {
+        "settle_s": settle,
+        "side_effects": side_effects,
+        "cpu_s": round(graded.candidate.report.cpu_s, 3),
+    }
