@@ -88,6 +88,9 @@ class RunContext:
         self.externals = externals or ExternalServices()
         #: A graded run's candidate: it runs in place of the task's service (chaos grade).
         self.candidate = candidate
+        #: The services the candidate runs as in this run (the task's service, or each of its
+        #: instances ``<service>-N``).
+        self.candidate_services: list[str] = []
         #: The run's real servers (what a candidate must reach only through links).
         self.dependencies: list[PostgresService | NatsService] = []
         #: When the workload started (trio time); ``at_time`` triggers count from it.
@@ -206,9 +209,10 @@ class RunContext:
         at once). It is stopped and reaped when the run ends. In a graded run the candidate's
         program runs in place of the task's service (``chaos.sandbox``): same ready line,
         only the task's environment variables, its output logged but never history."""
-        if self.candidate is not None and name == self.candidate.service:
+        if self.candidate is not None and self.candidate.replaces(name):
             candidate = await self.candidate.start(self, name, dict(env or {}), ready_line, wait)
             self._services[name] = candidate
+            self.candidate_services.append(name)
             self.recorder.record(
                 f"{SERVICE_PREFIX}{name}",
                 "info",

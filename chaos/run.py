@@ -245,6 +245,13 @@ async def _run(
             proxies.add_observer(recorder.proxy_event)
             proxies.add_observer(ctx.on_proxy_event)
             await scenario.setup(ctx)
+            if options.candidate is not None and not ctx.candidate_services:
+                # Never let a graded run grade the pack's own implementation instead.
+                raise ConfigError(
+                    f"scenario {scenario.id} started no service named {options.candidate.service!r}"
+                    f" (its task) in setup, so the candidate never ran; a pack names its task's "
+                    f"service, or each instance of it {options.candidate.service}-N"
+                )
             ctx.observe_subjects()
             nemesis = Nemesis(ctx, schedule)
             nemesis.check()

@@ -270,6 +270,13 @@ class Candidate:
     def __post_init__(self) -> None:
         self.report = CandidateReport(self.service, self.program.sha256, self.sandbox.name)
 
+    def replaces(self, name: str) -> bool:
+        """Whether the service ``name`` is the task: the task's service itself, or one of
+        several instances of it named ``<service>-<suffix>`` (``worker-1``, ``worker-2``)."""
+        return name == self.service or (
+            name.startswith(f"{self.service}-") and len(name) > len(self.service) + 1
+        )
+
     async def start(
         self,
         ctx: RunContext,

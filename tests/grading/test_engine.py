@@ -285,3 +285,20 @@ def test_a_program_with_a_symbolic_link_is_refused(tmp_path: Path) -> None:
     (folder / "key").symlink_to(secret)
     with pytest.raises(ConfigError, match="symbolic links are not allowed"):
         Program.from_path(folder)
+
+
+def test_the_candidate_replaces_the_task_service_and_each_of_its_instances(
+    tmp_path: Path,
+) -> None:
+    from chaos.sandbox.candidate import Candidate
+    from chaos.sandbox.process import ProcessSandbox
+
+    program = tmp_path / "worker.py"
+    program.write_text("print('ready')\n")
+    candidate = Candidate(
+        Program.from_path(program), "worker", ("PG_DSN",), (), Limits(), ProcessSandbox("user")
+    )
+    assert candidate.replaces("worker")
+    assert candidate.replaces("worker-1") and candidate.replaces("worker-blue")
+    assert not candidate.replaces("worker-")
+    assert not candidate.replaces("workers") and not candidate.replaces("store")
