@@ -3,7 +3,8 @@
 Each recorded event maps to at most one ``LogicalEvent`` in a named *stream*; events of one
 stream happen in an order the run determines, events of different streams race::
 
-    producer / consumer ...     workload ops       key (type, f, value, extra @op fields)
+    producer / consumer ...     workload ops       key (type, f, value minus clock readings,
+                                                   extra @op fields)
     nemesis <fault id>          apply/heal/...     key (f, phase, fault id, target)
     proxy <link> <event>        message level      key (proxy, op, subject, seq, delivery)
     service:<name>              start / exit       key (f, expected)
@@ -25,6 +26,22 @@ from invariants.history import HARNESS, NEMESIS, PROXY, SERVICE_PREFIX
 MESSAGE_EVENTS = ("frame_dropped", "frame_duplicated", "nats_delivery")
 _STANDARD = {"index", "time_ns", "process", "type", "f", "value", "error"}
 _NOISE = {"pid", "port", "conn", "stream", "attempt_ns", "elapsed_s", "elapsed_ms"}
+#: Keys of an op's value that hold clock readings: a replay reads another clock, so they are
+#: left out of the comparison (``at``, ``until``, ``expires_at``, ``deadline_ns``, ...).
+_CLOCK_KEYS = frozenset({"at", "until", "now", "time", "deadline"})
+_CLOCK_SUFFIXES = ("_at", "_ns", "_ms", "_s", "_time", "_until")
+
+
+def is_clock_key(key: object) -> bool:
+    """True for a value key that holds a clock reading (see ``_CLOCK_KEYS``)."""
+    return isinstance(key, str) and (key in _CLOCK_KEYS or key.endswith(_CLOCK_SUFFIXES))
+
+
+def _comparable(value: Any) -> Any:
+    """An op's value without its clock readings (only a mapping's top-level keys)."""
+    if not isinstance(value, Mapping):
+        return value
+    return {k: v for k, v in value.items() if not is_clock_key(k)}
 
 
 @dataclass(frozen=True)
@@ -84,7 +101,8 @@ def logical(event: Mapping[str, Any]) -> LogicalEvent | None:
             return None
         return LogicalEvent(process, (f, value.get("expected")), event)
     extra = sorted((k, v) for k, v in event.items() if k not in _STANDARD | _NOISE)
-    return LogicalEvent(process, (event.get("type"), f, event.get("value"), tuple(extra)), event)
+    key = (event.get("type"), f, _comparable(event.get("value")), tuple(extra))
+    return LogicalEvent(process, key, event)
 
 
 def streams(events: Iterable[Mapping[str, Any]]) -> dict[str, list[LogicalEvent]]:

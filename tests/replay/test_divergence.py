@@ -215,3 +215,25 @@ def test_a_cut_off_recording_is_compared_as_a_prefix() -> None:
     rows = list(BASE)
     rows[1] = (10, "producer", "invoke", "publish", "o-9")
     assert first_divergence(recorded, history(*rows), prefix=True) is not None
+
+
+def test_clock_readings_in_an_ops_value_are_not_compared() -> None:
+    recorded = [
+        *history(*BASE),
+        *history((30, "auditor", "ok", "grant", {"token": 3, "at": 1.5, "expires_at": 2.5})),
+    ]
+    replayed = [
+        *history(*BASE),
+        *history((31, "auditor", "ok", "grant", {"token": 3, "at": 9.1, "expires_at": 9.9})),
+    ]
+    assert first_divergence(recorded, replayed) is None
+
+
+def test_the_rest_of_a_value_with_clock_readings_still_counts() -> None:
+    recorded = history((30, "auditor", "ok", "grant", {"token": 3, "at": 1.5, "until": 2.0}))
+    replayed = history((30, "auditor", "ok", "grant", {"token": 4, "at": 1.5, "until": 2.0}))
+    found = first_divergence(recorded, replayed)
+    assert found is not None
+    assert found.stream == "auditor"
+    assert found.expected is not None
+    assert found.expected["value"]["token"] == 3
