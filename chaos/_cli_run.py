@@ -46,6 +46,7 @@ def run_command(
     check_external(postgres_dsn, nats_url)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
+    loaded.check_externals(postgres_dsn)
     impl, limits, isolation, hide = graded
     if impl is not None:
         out = out or default_trace_path(loaded.id, "candidate", seed)

@@ -130,6 +130,7 @@ async def run_scenario(options: RunOptions) -> RunResult:
     scenario = options.scenario
     check_seed(options.seed)
     scenario.check_variant(options.variant)
+    scenario.check_externals(options.postgres_dsn)
     checkers = scenario.checkers()
     progress = options.progress or (lambda _phase: None)
     schedule = options.schedule

@@ -182,6 +182,9 @@ class Scenario(ABC):
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
+    #: Why the scenario needs a PostgreSQL of its own (it creates roles, needs passwords, ...);
+    #: empty: it also runs on an external one (``--postgres-dsn``). Checked before a run starts.
+    own_postgres: ClassVar[str] = ""
 
     path: Path = BUILTIN_ROOT
 
@@ -247,6 +250,14 @@ class Scenario(ABC):
             raise ConfigError(
                 f"scenario {self.id} has no variant {variant!r} "
                 f"(it has: {', '.join(self.variants)})"
+            )
+
+    def check_externals(self, postgres_dsn: str | None) -> None:
+        """Refuse an external PostgreSQL this scenario cannot run on (before anything starts)."""
+        if postgres_dsn is not None and self.own_postgres:
+            raise ConfigError(
+                f"scenario {self.id} needs a PostgreSQL of its own ({self.own_postgres}): "
+                "run it without --postgres-dsn"
             )
 
     def content_hash(self) -> str:

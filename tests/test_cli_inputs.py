@@ -63,6 +63,15 @@ def test_run_refuses_bad_options_without_touching_the_trace(
     assert trace.read_bytes() == SENTINEL
 
 
+def test_a_scenario_that_needs_its_own_postgres_refuses_an_external_one(tmp_path: Path) -> None:
+    trace = tmp_path / "good.trace"
+    trace.write_bytes(SENTINEL)
+    dsn = "postgresql://chaos@127.0.0.1:5432/postgres"
+    args = ["run", "leases", "--seed", "1", "--out", str(trace), "--postgres-dsn", dsn]
+    _refused(tmp_path, args, "scenario leases needs a PostgreSQL of its own")
+    assert trace.read_bytes() == SENTINEL
+
+
 def test_run_out_under_a_file_says_so(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / "x.trace"

@@ -19,7 +19,6 @@ import trio
 
 import scenarios.leases.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext
-from chaos.errors import ConfigError
 from chaos.scenario import Scenario, Signal, TaskSpec
 from chaos.services import free_port
 from invariants.history import HARNESS, NEMESIS
@@ -146,13 +145,9 @@ class Leases(Scenario):
         env=("WORKER_ID", "PG_DSN", "STORE_URL", "STORE_KEY", "LEASE_NAME", "LEASE_TTL_S"),
     )
     settle_timeout_s = 20.0
+    own_postgres = "it creates roles and requires passwords"
 
     async def setup(self, ctx: RunContext) -> None:
-        if ctx.shared_services:
-            raise ConfigError(
-                "the leases scenario needs a PostgreSQL of its own (it creates roles and "
-                "requires passwords): run it without --postgres-dsn"
-            )
         store_port = free_port()
         keys = {w: secrets.token_hex(16) for w in WORKERS}
         store_service = await ctx.start_service(
