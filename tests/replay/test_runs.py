@@ -11,6 +11,7 @@ import pytest
 
 from chaos.scenario import load_scenario
 from faults.schedule import generate
+from replay._divergence import stream_divergences
 from replay.replay import replay_path, replay_trace
 from replay.trace import TraceWriter, read_trace
 
@@ -100,9 +101,12 @@ def test_drift_warns_and_the_schedule_is_the_traces_own(golden: Path, traces: Pa
     assert done.returncode == 0, done.stderr
     assert "chaos: warning: drift: scenario payments changed" in done.stderr
     assert "replay fidelity: 1/1" in done.stdout
-    # the recording applied faults, the replay (no faults) did not: a nemesis stream diverges
-    assert "first divergence: nemesis f" in done.stdout
+    assert "first divergence: " in done.stdout
     replayed = read_trace(replay_path(copy, 1))
+    # the recording applied faults, the replay (no faults) did not: a nemesis stream diverges
+    # (whether it is the *first* divergence depends on timing: a consumer stream may come first)
+    diverged = {d.stream for d in stream_divergences(recorded.events, replayed.events)}
+    assert any(stream.startswith("nemesis f") for stream in diverged), diverged
     assert replayed.schedule == no_faults
     scenario = load_scenario("payments")
     assert replayed.schedule != generate(scenario.fault_space("golden"), 7).to_dict()
