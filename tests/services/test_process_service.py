@@ -75,15 +75,25 @@ async def _lines_after(p: ManagedProcess, seconds: float) -> int:
     return len(p.tail.lines()) - before
 
 
+async def _more_lines(p: ManagedProcess) -> None:
+    """Wait (up to 30 s, so a loaded machine is not a failure) for a new line of output."""
+    before = len(p.tail.lines())
+    with trio.fail_after(30):
+        while len(p.tail.lines()) == before:
+            await trio.sleep(0.02)
+
+
 async def test_pause_stops_output_and_resume_continues() -> None:
     async with open_process_service("ticker", TICKER, tail_lines=100000) as p:
-        assert await _lines_after(p, 0.3) > 0
+        await _more_lines(p)
         p.pause()
-        await trio.sleep(0.1)
-        assert proc_state(p.pid or 0) == "T"
+        with trio.fail_after(30):
+            while proc_state(p.pid or 0) != "T":
+                await trio.sleep(0.01)
+        await trio.sleep(0.5)  # lines printed before the stop may still be in the pipe
         assert await _lines_after(p, 0.4) == 0
         p.resume()
-        assert await _lines_after(p, 0.3) > 0
+        await _more_lines(p)
         p.pause()
     assert p.returncode == -signal.SIGTERM
     assert_reaped(p.pid or 0)
@@ -151,10 +161,17 @@ async def test_paused_child_is_resumed_and_stopped_gracefully() -> None:
         "def bye(*_):\n    print('bye')\n    sys.exit(0)\n"
         "signal.signal(signal.SIGTERM, bye)\nprint('up')\ntime.sleep(60)"
     )
+
+    async def handler_installed() -> bool:  # 'up' is printed after the SIGTERM handler is set
+        return "up" in seen
+
     async with open_process_service(
-        "svc", py(code), log_sink=lambda n, s, line: seen.append(line), stop_grace=5
+        "svc",
+        py(code),
+        log_sink=lambda n, s, line: seen.append(line),
+        ready=handler_installed,
+        stop_grace=5,
     ) as p:
-        await trio.sleep(0.2)
         p.pause()
     assert p.returncode == 0
     assert "bye" in seen
