@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -18,8 +19,8 @@ from chaos.run import RunOptions, RunResult
 from replay.trace import read_trace
 
 
-def search_temp_dirs() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("chaos-search-payments-*"))
+def search_temp_dirs(root: Path | None = None) -> set[Path]:
+    return set((root or Path(tempfile.gettempdir())).glob("chaos-search-payments-*"))
 
 
 def chaos_exit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -66,6 +67,10 @@ def test_a_harness_error_exits_3_and_leaves_nothing(
         raise ServiceError("postgres exited with code 1 during setup", "FATAL: no space")
 
     monkeypatch.setattr(chaos.search, "run_scenario", broken_run)
+    # a temp dir of this test's own: another search running on the machine is not ours
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
     before = search_temp_dirs()
     out_path = tmp_path / "found.trace"
     code, out, err = chaos_exit(capsys, "payments", "--json", "--out", str(out_path))
@@ -79,11 +84,16 @@ def test_a_harness_error_exits_3_and_leaves_nothing(
 @pytest.mark.slow
 def test_a_real_search_finds_exactly_once_and_its_trace_replays(tmp_path: Path) -> None:
     trace = tmp_path / "found.trace"
-    before = search_temp_dirs()
+    own_tmp = tmp_path / "tmp"  # another search running on the machine is not ours
+    own_tmp.mkdir()
 
     def chaos_cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=600
+            [sys.executable, "-m", "chaos", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "TMPDIR": str(own_tmp)},
         )
 
     done = chaos_cli(
@@ -105,7 +115,7 @@ def test_a_real_search_finds_exactly_once_and_its_trace_replays(tmp_path: Path) 
     assert recorded.schedule is not None
     assert recorded.schedule["events"] == found["schedule"]
     assert recorded.header["variant"] == "no-idempotency"
-    assert search_temp_dirs() == before
+    assert search_temp_dirs(own_tmp) == set()
 
     replayed = chaos_cli("replay", str(trace), "--json")
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
