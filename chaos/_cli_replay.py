@@ -13,14 +13,9 @@ from rich.markup import escape
 
 from chaos import _signals
 from chaos.errors import ConfigError
+from invariants import verdict_word
 
 MAX_TIMES = 1000
-
-
-def _validity(valid: Any) -> str:
-    if valid is True:
-        return "held"
-    return "VIOLATED" if valid is False else "unknown"
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -30,7 +25,7 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 def _verdicts(verdicts: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{v.get('name')} {_validity(v.get('valid'))}" for v in verdicts) or "none"
+    return ", ".join(f"{v.get('name')} {verdict_word(v.get('valid'))}" for v in verdicts) or "none"
 
 
 def note_unfinished(trace: Path) -> None:

@@ -123,5 +123,5 @@ def print_report(report: ValidationReport, out: Console | None = None) -> None:
     if report.valid:
         out.print(f"[green]{report.scenario} validates[/]")
     else:
-        kind = "INVALID" if report.failed else "incomplete (harness error)"
+        kind = "FAILED validation" if report.failed else "incomplete (harness error)"
         out.print(f"[red]{report.scenario} {kind}[/]")

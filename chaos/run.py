@@ -110,12 +110,14 @@ def result_json(
     verdicts: Sequence[Verdict],
     trace: Path | None,
 ) -> dict[str, Any]:
-    """The fields every JSON result shares (run, search): what ran, its faults, its verdicts
-    (without evidence: that is in the trace) and the trace path."""
+    """The fields every JSON result shares (run, search): what ran, its fault schedule
+    (``{seed, space_hash, events}``, the form docs/faults.md gives and the trace's schedule
+    frame holds), its verdicts (without evidence: that is in the trace; each with its word,
+    ``verdict``: held, VIOLATED or unknown) and the trace path."""
     return {
         "scenario": scenario,
         "variant": variant,
-        "schedule": None if schedule is None else schedule.to_dict()["events"],
+        "schedule": None if schedule is None else schedule.to_dict(),
         "verdicts": [v.to_dict(evidence=False) for v in verdicts],
         "trace": None if trace is None else str(trace),
     }

@@ -141,7 +141,7 @@ def test_tables_name_every_seed_variant_result_and_trace(tmp_path: Path) -> None
     text = " ".join(console.file.getvalue().split())
     for fragment in (
         "1000", "1001", "VIOLATED", "did NOT hold", "no-idempotency", "not reproducible",
-        "1/2", "no_lost_messages", "payments INVALID",
+        "1/2", "no_lost_messages", "payments FAILED validation",
     ):  # fmt: skip
         assert fragment in text
     assert report.exit_code == 1
