@@ -40,14 +40,16 @@ def note_unfinished(trace: Path) -> None:
         )
 
 
-def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
+def replay_command(
+    trace: Path, times: int, as_json: bool, strict: bool, scenario: str | None = None
+) -> int:
     """Replay ``trace`` ``times`` times; print the report (or one JSON object); the exit code."""
     from replay.replay import prepare_replay, run_replays
 
     if not 1 <= times <= MAX_TIMES:
         raise ConfigError(f"--times must be between 1 and {MAX_TIMES}, got {times}")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    plan = prepare_replay(trace, strict=strict)
+    plan = prepare_replay(trace, strict=strict, scenario=scenario)
     note_unfinished(trace)
     for line in plan.drift:
         err.print(f"[yellow]chaos: warning: drift: {escape(line)}[/]")

@@ -27,6 +27,7 @@ def sweep_command(
     """Sweep; print a table (or one JSON object); return the exit code."""
     loaded = load_scenario(scenario)  # bad scenario or variant: exit 2 before any worker
     loaded.check_variant(variant)
+    scenario = loaded.source  # workers load the same pack, whatever directory they run in
     seeds = parse_seeds(seeds_text)
     jobs = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
     if not 1 <= jobs <= 64:
@@ -44,6 +45,7 @@ def sweep_command(
 
     report = _signals.run(lambda: sweep(scenario, variant, seeds, jobs=jobs, out_dir=folder,
                                     progress=None if as_json else progress))  # fmt: skip
+    report.scenario = loaded.id
     if as_json:
         print(json.dumps(report.to_json(), sort_keys=True))
     else:

@@ -227,11 +227,15 @@ def replay(
     strict: Annotated[
         bool, typer.Option(help="Scenario or version drift is an error (exit 2), not a warning.")
     ] = False,
+    scenario: Annotated[
+        str | None,
+        typer.Option(help="The pack to replay with (default: the one the trace recorded)."),
+    ] = None,
 ) -> None:
     """Re-run a trace with its own faults: exit 0 reproduced, 1 not, 2 bad input, 3 error."""
     from chaos._cli_replay import replay_command
 
-    _exit_with(replay_command, trace, times, as_json, strict)
+    _exit_with(replay_command, trace, times, as_json, strict, scenario)
 
 
 # -- chaos report --------------------------------------------------------------------

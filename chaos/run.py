@@ -149,6 +149,9 @@ async def run_scenario(options: RunOptions) -> RunResult:
                 options.seed,
                 {
                     "space_hash": schedule.space_hash,
+                    # Where the pack was loaded from: replay finds a folder pack there again.
+                    "scenario_path": str(scenario.path),
+                    "scenario_builtin": scenario.builtin,
                     "invariants": list(scenario.invariants),
                     **_candidate_header(options.candidate),
                 },

@@ -324,12 +324,16 @@ def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
     return run
 
 
-def real_replay(progress: Progress | None = None) -> ReplayFn:
-    """A ``ReplayFn`` that replays a trace for real (``replay.replay.run_replays``)."""
+def real_replay(
+    progress: Progress | None = None, scenario: Scenario | None = None
+) -> ReplayFn:
+    """A ``ReplayFn`` that replays a trace for real (``replay.replay.run_replays``), with
+    ``scenario`` (the pack being validated) or else the pack the trace recorded."""
     from replay.replay import prepare_replay, run_replays
 
     async def replay(trace: Path, times: int) -> list[Observed]:
-        report = await run_replays(prepare_replay(trace), times, progress=progress)
+        plan = prepare_replay(trace, scenario=scenario)
+        report = await run_replays(plan, times, progress=progress)
         return [
             Observed(
                 r.trace, {str(v.get("name")): v.get("valid") for v in r.verdicts}, True, r.error

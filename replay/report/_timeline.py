@@ -58,7 +58,8 @@ def _header_lines(trace: Trace) -> list[str]:
     return [
         f"trace     {get('scenario_id')}  variant {get('variant')}  seed {get('seed')}",
         f"status    {_status(trace)}",
-        f"scenario  hash {get('scenario_hash')}",
+        f"scenario  hash {get('scenario_hash')}"
+        + (f"  pack {h['scenario_path']}" if h.get("scenario_builtin") is False else ""),
         f"harness   {get('harness_version')}  python {get('python_version')}",
         f"versions  {clip(pinned, 200)}",
         f"created   {get('created')}  format v{trace.version}",

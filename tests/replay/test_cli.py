@@ -104,7 +104,7 @@ def test_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"scenario_id": "no_such_scenario"}, "not available"),
+        ({"scenario_id": "no_such_scenario"}, "is not a built-in"),
         ({"variant": "teleporting"}, "no variant 'teleporting'"),
         ({"seed": "seven"}, "no valid seed"),
     ],
