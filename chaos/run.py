@@ -123,6 +123,13 @@ def result_json(
     }
 
 
+def no_fault_schedule(scenario: Scenario, variant: str, seed: int) -> FaultSchedule:
+    """The empty schedule of ``variant`` (``chaos run --no-faults``, ``chaos validate``'s
+    smoke check): the run, its trace and its replay are as usual, with no fault injected."""
+    space = scenario.fault_space(variant)
+    return FaultSchedule(seed=seed, space_hash=space.content_hash(), events=())
+
+
 def default_trace_path(scenario: str, variant: str, seed: int) -> Path:
     return Path("traces") / f"{scenario}-{variant}-seed{seed}.trace"
 
@@ -322,6 +329,7 @@ __all__ = [
     "RunOptions",
     "RunResult",
     "is_interruption",
+    "no_fault_schedule",
     "result_json",
     "run_scenario",
 ]
