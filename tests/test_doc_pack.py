@@ -101,6 +101,9 @@ def test_run_replay_sweep_and_validate_from_another_directory(tmp_path: Path) ->
                    "--json")  # fmt: skip
     assert broken.returncode == 1, broken.stderr
     trace = here / json.loads(broken.stdout)["trace"]
+    shown = chaos(elsewhere, "show", str(trace))
+    assert f"pack {pack.resolve()}" in shown.stdout
+    assert "counted_once  VIOLATED" in shown.stdout
 
     replayed = chaos(elsewhere, "replay", str(trace), "--json")
     assert replayed.returncode == 0, replayed.stderr
