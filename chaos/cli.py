@@ -291,9 +291,7 @@ def validate(
     """Validate a scenario: exit 0 valid, 1 a check failed, 2 bad input, 3 harness error."""
     from chaos._cli_validate import validate_command
 
-    _exit_with(
-        validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, all_packs
-    )
+    _exit_with(validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, all_packs)
 
 
 # -- chaos search --------------------------------------------------------------------

@@ -204,9 +204,7 @@ class ValidationReport:
 
     @property
     def failed(self) -> bool:
-        return bool(self.golden.failures) or any(
-            v.status in FAILED for v in self.variants.values()
-        )
+        return bool(self.golden.failures) or any(v.status in FAILED for v in self.variants.values())
 
     @property
     def valid(self) -> bool:
@@ -451,9 +449,7 @@ def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
     return run
 
 
-def real_replay(
-    progress: Progress | None = None, scenario: Scenario | None = None
-) -> ReplayFn:
+def real_replay(progress: Progress | None = None, scenario: Scenario | None = None) -> ReplayFn:
     """A ``ReplayFn`` that replays a trace for real (``replay.replay.run_replays``), with
     ``scenario`` (the pack being validated) or else the pack the trace recorded."""
     from replay.replay import prepare_replay, run_replays

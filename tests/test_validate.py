@@ -301,9 +301,7 @@ async def test_every_variant_runs_once_with_no_fault(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("back", "status"), [(19, CAUGHT), (18, NOT_REPRODUCIBLE)])
-async def test_nineteen_of_twenty_replays_reproduce(
-    back: int, status: str, tmp_path: Path
-) -> None:
+async def test_nineteen_of_twenty_replays_reproduce(back: int, status: str, tmp_path: Path) -> None:
     fake = Fake({("broken", 1000): DUPLICATED}, [DUPLICATED] * back + [HELD] * (20 - back))
     report = await check(fake, tmp_path, replays=20)
     broken = report.variants["broken"]

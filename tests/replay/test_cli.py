@@ -219,9 +219,7 @@ def test_a_folder_pack_that_is_gone_names_the_path_looked_for(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     gone = tmp_path / "packs" / "tally"
-    header = payments_header(
-        scenario_id="tally", scenario_path=str(gone), scenario_builtin=False
-    )
+    header = payments_header(scenario_id="tally", scenario_path=str(gone), scenario_builtin=False)
     trace = write_trace(tmp_path / "t.trace", header)
     code, out, err = chaos_exit(capsys, str(trace))
     assert code == 2
