@@ -192,7 +192,7 @@ def print_report(report: ValidationReport, out: Console | None = None) -> None:
             if quiet.held()
             else f"[red]{'harness error' if quiet.error else 'VIOLATED'}[/]"
         )
-        signals = ", ".join(
+        signals = "; ".join(
             f"{escape(s['what'])} {'[green]seen[/]' if s['found'] else '[red]MISSING[/]'}"
             for s in check.signals
         ) or ("none declared" if check.seed is not None else "-")
