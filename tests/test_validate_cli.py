@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -220,3 +221,52 @@ def test_a_late_failure_prints_the_partial_tables(
     for fragment in ("1000", "1001", "no-idempotency", "validation stopped early",
                      "the pack is gone", "payments incomplete"):  # fmt: skip
         assert fragment in text
+
+
+def test_all_validates_every_builtin_pack_in_one_json_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaos import _cli_validate
+    from chaos.scenario import builtin_scenarios, load_scenario
+
+    ran: list[tuple[str, str, bool]] = []
+
+    def fake_run(scenario: Any, progress: object = None) -> object:
+        async def run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+            ran.append((scenario.id, variant, faults))
+            caught = scenario.catches.get(variant) if faults else None
+            return Observed(out, {name: name != caught for name in scenario.invariants})
+
+        return run
+
+    def fake_replay(progress: object = None, scenario: Any = None) -> object:
+        async def replay(trace: Path, times: int) -> list[Observed]:
+            variant = trace.name.split("-seed")[0]
+            caught = scenario.catches[variant]
+            return [Observed(trace, {caught: False})] * times
+
+        return replay
+
+    monkeypatch.setattr(_cli_validate, "real_run", fake_run)
+    monkeypatch.setattr(_cli_validate, "real_replay", fake_replay)
+    code, out, _err = chaos_exit(
+        capsys, "--all", "--seeds", "2", "--replays", "2", "--out-dir", str(tmp_path), "--json"
+    )
+    data = json.loads(out)
+    packs = builtin_scenarios()
+    assert sorted(data["packs"]) == packs
+    for name in packs:
+        scenario = load_scenario(name)
+        report = data["packs"][name]
+        assert report["golden"]["held"] is True
+        assert sorted(report["variants"]) == sorted(scenario.catches)
+        for variant, check in report["variants"].items():
+            assert (name, variant, False) in ran  # each ran once with no fault
+            assert check["caught"] is True
+            # No fake event carries a declared signal: a pack that declares some fails.
+            expected = "diagnosis signals missing" if scenario.signals.get(variant) else "caught"
+            assert check["status"] == expected
+        assert (tmp_path / name).is_dir()  # --all: DIR/SCENARIO
+    any_signals = any(load_scenario(n).signals for n in packs)
+    assert code == (1 if any_signals else 0)
+    assert data["valid"] is (not any_signals)
