@@ -121,8 +121,8 @@ def _why(seed: SeedGrade) -> str:
         return f"contained: {first['reason']} ({first['detail']})"
     failed = [name for name, ok in seed.verdicts.items() if ok is not True]
     if seed.unreadable:
-        return f"violated: final state unreadable ({seed.unreadable})"
-    return f"violated: {', '.join(failed)}" if failed else "held"
+        return f"VIOLATED: final state unreadable ({seed.unreadable})"
+    return f"VIOLATED: {', '.join(failed)}" if failed else "held"
 
 
 def print_grade(result: Grade) -> None:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos.run import Progress
-from invariants import Verdict
+from invariants import Verdict, verdict_word
 
 
 @contextmanager
@@ -25,9 +25,8 @@ def status_line(label: str) -> Iterator[Progress]:
 
 def verdict_mark(valid: Any) -> str:
     """``held`` (green), ``VIOLATED`` (red) or ``unknown`` (yellow), as rich markup."""
-    if valid is True:
-        return "[green]held[/]"
-    return "[red]VIOLATED[/]" if valid is False else "[yellow]unknown[/]"
+    colour = ("green" if valid else "red") if isinstance(valid, bool) else "yellow"
+    return f"[{colour}]{verdict_word(valid)}[/]"
 
 
 def verdict_table(verdicts: Iterable[Verdict]) -> Table:

@@ -13,14 +13,9 @@ from rich.markup import escape
 
 from chaos import _signals
 from chaos.errors import ConfigError
+from invariants import verdict_word
 
 MAX_TIMES = 1000
-
-
-def _validity(valid: Any) -> str:
-    if valid is True:
-        return "held"
-    return "VIOLATED" if valid is False else "unknown"
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -30,7 +25,7 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 def _verdicts(verdicts: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{v.get('name')} {_validity(v.get('valid'))}" for v in verdicts) or "none"
+    return ", ".join(f"{v.get('name')} {verdict_word(v.get('valid'))}" for v in verdicts) or "none"
 
 
 def note_unfinished(trace: Path) -> None:
@@ -45,14 +40,16 @@ def note_unfinished(trace: Path) -> None:
         )
 
 
-def replay_command(trace: Path, times: int, as_json: bool, strict: bool) -> int:
+def replay_command(
+    trace: Path, times: int, as_json: bool, strict: bool, scenario: str | None = None
+) -> int:
     """Replay ``trace`` ``times`` times; print the report (or one JSON object); the exit code."""
     from replay.replay import prepare_replay, run_replays
 
     if not 1 <= times <= MAX_TIMES:
         raise ConfigError(f"--times must be between 1 and {MAX_TIMES}, got {times}")
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    plan = prepare_replay(trace, strict=strict)
+    plan = prepare_replay(trace, strict=strict, scenario=scenario)
     note_unfinished(trace)
     for line in plan.drift:
         err.print(f"[yellow]chaos: warning: drift: {escape(line)}[/]")

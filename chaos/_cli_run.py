@@ -15,7 +15,7 @@ from chaos._checks import check_out_file
 from chaos._cli_out import status_line, verdict_table
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
-from chaos.run import RunOptions, RunResult, default_trace_path, run_scenario
+from chaos.run import RunOptions, RunResult, default_trace_path, no_fault_schedule, run_scenario
 from chaos.scenario import Scenario, load_scenario
 
 
@@ -40,14 +40,19 @@ def run_command(
     postgres_dsn: str | None,
     nats_url: str | None,
     graded: tuple[Path | None, list[str], str | None, list[Path]] = (None, [], None, []),
+    no_faults: bool = False,
 ) -> int:
-    """Run once; print the verdicts (or one JSON object); return the exit code."""
+    """Run once (``no_faults``: with an empty schedule); print the verdicts (or one JSON
+    object); return the exit code."""
     check_seed(seed)
     check_external(postgres_dsn, nats_url)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
     loaded.check_externals(postgres_dsn)
     impl, limits, isolation, hide = graded
+    schedule = no_fault_schedule(loaded, variant, seed) if no_faults else None
+    if impl is not None and no_faults:
+        raise ConfigError("--no-faults does not go with --impl (a graded run draws its faults)")
     if impl is not None:
         out = out or default_trace_path(loaded.id, "candidate", seed)
         check_out_file(out, "--out", "trace")
@@ -64,6 +69,7 @@ def run_command(
             postgres_dsn=postgres_dsn,
             nats_url=nats_url,
             progress=progress,
+            schedule=schedule,
         )
         result = _signals.run(run_scenario, options)
     if as_json:

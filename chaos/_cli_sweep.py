@@ -27,6 +27,7 @@ def sweep_command(
     """Sweep; print a table (or one JSON object); return the exit code."""
     loaded = load_scenario(scenario)  # bad scenario or variant: exit 2 before any worker
     loaded.check_variant(variant)
+    scenario = loaded.source  # workers load the same pack, whatever directory they run in
     seeds = parse_seeds(seeds_text)
     jobs = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
     if not 1 <= jobs <= 64:
@@ -40,10 +41,12 @@ def sweep_command(
 
     def progress(result: SeedResult) -> None:
         detail = ", ".join(result.violated()) or result.error
-        err.print(f"seed {result.seed}: {result.outcome}" + (f" ({detail})" if detail else ""))
+        word = "VIOLATED" if result.outcome == "violated" else result.outcome
+        err.print(f"seed {result.seed}: {word}" + (f" ({detail})" if detail else ""))
 
     report = _signals.run(lambda: sweep(scenario, variant, seeds, jobs=jobs, out_dir=folder,
                                     progress=None if as_json else progress))  # fmt: skip
+    report.scenario = loaded.id
     if as_json:
         print(json.dumps(report.to_json(), sort_keys=True))
     else:
@@ -58,14 +61,14 @@ def print_report(report: SweepReport) -> None:
     for row in summary["seeds"]:
         table.add_row(
             str(row["seed"]),
-            row["outcome"],
+            "VIOLATED" if row["outcome"] == "violated" else row["outcome"],
             ", ".join(row["violated"]) or (row["error"] or ""),
             str(row["trace"] or ""),
         )
     out.print(table)
     out.print(
         f"{report.scenario} {report.variant}: {summary['runs']} runs, {summary['held']} held, "
-        f"{summary['violated']} violated, {summary['errors']} errors; "
+        f"{summary['violated']} VIOLATED, {summary['errors']} errors; "
         f"{summary['runs_per_minute']} runs per minute"
     )
     for name, count in summary["violations_by_invariant"].items():

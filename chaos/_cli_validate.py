@@ -1,4 +1,9 @@
-"""``chaos validate``: golden on held-out seeds, every defective variant caught reproducibly."""
+"""``chaos validate``: golden on held-out seeds, every defective variant caught reproducibly.
+
+Every pack's input is checked before the first run (``check_input``, ``check_declarations``);
+results are kept as they are measured, so a validation cut off by a harness error or a
+signal still prints its partial report (tables or JSON) before the one-line error.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +18,14 @@ from rich.table import Table
 from chaos import _signals
 from chaos._checks import check_out_dir
 from chaos._cli_out import status_line, verdict_mark
-from chaos.errors import ConfigError
+from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.rng import check_seed
-from chaos.scenario import load_scenario
+from chaos.scenario import Scenario, builtin_scenarios, load_scenario
 from chaos.validate import (
     CAUGHT,
+    GoldenCheck,
     ValidationReport,
-    declared_catches,
+    check_declarations,
     real_replay,
     real_run,
     validate,
@@ -42,18 +48,84 @@ def check_input(seeds: int, first_seed: int, replays: int) -> None:
     check_seed(first_seed + seeds - 1, "the last held-out seed (--first-seed + --seeds - 1)")
 
 
+def _packs(scenario: str | None, all_packs: bool) -> list[Scenario]:
+    if all_packs and scenario is not None:
+        raise ConfigError("give a scenario or --all, not both")
+    if not all_packs and scenario is None:
+        raise ConfigError("give a scenario (a built-in id or a folder), or --all")
+    return [load_scenario(s) for s in (builtin_scenarios() if all_packs else [scenario or ""])]
+
+
 def validate_command(
-    scenario: str, seeds: int, first_seed: int, replays: int, out_dir: Path | None, as_json: bool
+    scenario: str | None,
+    seeds: int,
+    first_seed: int,
+    replays: int,
+    out_dir: Path | None,
+    as_json: bool,
+    all_packs: bool = False,
 ) -> int:
-    """Validate ``scenario``; print the tables (or one JSON object); return the exit code."""
+    """Validate ``scenario`` (or every built-in pack); print the tables (or one JSON object);
+    return the exit code. All input is checked before the first run."""
     check_input(seeds, first_seed, replays)
-    loaded = load_scenario(scenario)
-    declared_catches(loaded)  # a variant without a declared invariant: exit 2, nothing run
-    folder = check_out_dir(out_dir or default_out_dir(loaded.id), "--out-dir")
+    packs = _packs(scenario, all_packs)
+    folders: list[Path] = []
+    for loaded in packs:
+        check_declarations(loaded)  # nothing runs until every pack's declarations are good
+        default = default_out_dir(loaded.id)
+        base = out_dir / loaded.id if (out_dir is not None and all_packs) else out_dir
+        folders.append(check_out_dir(base or default, "--out-dir"))
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    reports: list[ValidationReport] = []
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
+        for loaded, folder in zip(packs, folders, strict=True):
+            report = ValidationReport(loaded.id, GoldenCheck([]))
+            reports.append(report)
+            _validate_one(loaded, report, seeds, first_seed, replays, folder)
+    except BaseException as exc:
+        if reports:  # print what was measured, then fail as the error says
+            reports[-1].error = " ".join(str(exc).split()) or type(exc).__name__
+            _print(reports, as_json, all_packs)
+        raise
+    _print(reports, as_json, all_packs)
+    return overall_exit_code(reports)
+
+
+def overall_exit_code(reports: list[ValidationReport]) -> int:
+    """1 if any check failed, else 3 if any validation is incomplete, else 0."""
+    codes = {r.exit_code for r in reports}
+    if EXIT_VIOLATED in codes:
+        return EXIT_VIOLATED
+    return EXIT_HARNESS if EXIT_HARNESS in codes else EXIT_HELD
+
+
+def _print(reports: list[ValidationReport], as_json: bool, all_packs: bool) -> None:
+    if as_json:
+        if all_packs:
+            data = {
+                "packs": {r.scenario: r.to_json() for r in reports},
+                "valid": all(r.valid for r in reports),
+            }
+        else:
+            data = reports[0].to_json()
+        print(json.dumps(data, sort_keys=True, default=str), flush=True)
+        return
+    for report in reports:
+        print_report(report)
+
+
+def _validate_one(
+    loaded: Scenario,
+    report: ValidationReport,
+    seeds: int,
+    first_seed: int,
+    replays: int,
+    folder: Path,
+) -> None:
     with status_line(f"chaos validate {loaded.id}") as say:
         step = {"name": "starting"}
 
@@ -64,7 +136,7 @@ def validate_command(
             step["name"] = message
             say(message)
 
-        report = _signals.run(
+        _signals.run(
             partial(
                 validate,
                 loaded,
@@ -73,15 +145,11 @@ def validate_command(
                 replays=replays,
                 out_dir=folder,
                 run=real_run(loaded, phase),
-                replay=real_replay(phase),
+                replay=real_replay(phase, loaded),
                 progress=progress,
+                report=report,
             )
         )
-    if as_json:
-        print(json.dumps(report.to_json(), sort_keys=True, default=str))
-    else:
-        print_report(report)
-    return report.exit_code
 
 
 def print_report(report: ValidationReport, out: Console | None = None) -> None:
@@ -104,24 +172,49 @@ def print_report(report: ValidationReport, out: Console | None = None) -> None:
     out.print(f"golden {held} ({len(golden.runs)}/{len(golden.seeds)} seeds run)")
 
     table = Table(title=f"{report.scenario}: defective variants", title_justify="left")
-    for column in ("variant", "declared", "result", "seed", "fidelity", "also violated", "trace"):
+    columns = ("variant", "declared", "result", "no fault", "seed", "fidelity", "signals",
+               "also violated", "trace")  # fmt: skip
+    for column in columns:
         table.add_column(column, overflow="fold")
     for name, check in report.variants.items():
         colour = "green" if check.status == CAUGHT else "red"
         tried = ", ".join(str(a["seed"]) for a in check.attempts)
-        fidelity = f"{check.reproduced}/{len(check.replays)}" if check.replays else "-"
+        fidelity = (
+            f"{check.reproduced}/{len(check.replays)} (need {check.required})"
+            if check.replays
+            else "-"
+        )
+        quiet = check.no_faults
+        no_fault = (
+            "-"
+            if quiet is None
+            else "held"
+            if quiet.held()
+            else f"[red]{'harness error' if quiet.error else 'VIOLATED'}[/]"
+        )
+        signals = "; ".join(
+            f"{escape(s['what'])} {'[green]seen[/]' if s['found'] else '[red]MISSING[/]'}"
+            for s in check.signals
+        ) or ("none declared" if check.seed is not None else "-")
         table.add_row(
             escape(name),
             escape(check.invariant),
             f"[{colour}]{check.status}[/]",
+            no_fault,
             str(check.seed) if check.seed is not None else f"none of {tried or '-'}",
             fidelity,
+            signals,
             escape(", ".join(check.other_violations) or "-"),
             escape(str(check.trace or "-")),
         )
     out.print(table)
+    if report.error is not None:
+        out.print(f"[red]validation stopped early: {escape(report.error)}[/]")
+    missing = [v for v in report.expected if v not in report.variants]
+    if missing:
+        out.print(f"[yellow]not checked: {escape(', '.join(missing))}[/]")
     if report.valid:
         out.print(f"[green]{report.scenario} validates[/]")
     else:
-        kind = "INVALID" if report.failed else "incomplete (harness error)"
+        kind = "FAILED validation" if report.failed else "incomplete (harness error)"
         out.print(f"[red]{report.scenario} {kind}[/]")

@@ -194,12 +194,18 @@ def run(
         list[Path] | None,
         typer.Option(help="With --impl: a path the candidate must not see; repeatable."),
     ] = None,
+    no_faults: Annotated[
+        bool, typer.Option("--no-faults", help="Inject no fault (an empty schedule).")
+    ] = False,
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
 
     graded = (impl, limit or [], isolation, hide or [])
-    _exit_with(run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url, graded)
+    _exit_with(
+        run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url, graded,
+        no_faults,
+    )  # fmt: skip
 
 
 @app.command("show")
@@ -227,11 +233,15 @@ def replay(
     strict: Annotated[
         bool, typer.Option(help="Scenario or version drift is an error (exit 2), not a warning.")
     ] = False,
+    scenario: Annotated[
+        str | None,
+        typer.Option(help="The pack to replay with (default: the one the trace recorded)."),
+    ] = None,
 ) -> None:
     """Re-run a trace with its own faults: exit 0 reproduced, 1 not, 2 bad input, 3 error."""
     from chaos._cli_replay import replay_command
 
-    _exit_with(replay_command, trace, times, as_json, strict)
+    _exit_with(replay_command, trace, times, as_json, strict, scenario)
 
 
 # -- chaos report --------------------------------------------------------------------
@@ -259,23 +269,29 @@ def report(
 
 @app.command("validate")
 def validate(
-    scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
-    seeds: Annotated[int, typer.Option(help="Held-out seeds: golden must hold on each.")] = 5,
+    scenario: Annotated[
+        str | None, typer.Argument(help="A built-in scenario (payments) or a folder.")
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Held-out seeds: golden must hold on each.")] = 20,
     first_seed: Annotated[
         int, typer.Option(help="The first held-out seed (far from the ones tuned on).")
     ] = 1000,
     replays: Annotated[
-        int, typer.Option(help="Replays of each catching trace (all must violate again).")
-    ] = 2,
+        int, typer.Option(help="Replays of each catching trace (95% must violate again).")
+    ] = 20,
     out_dir: Annotated[
-        Path | None, typer.Option(help="Trace folder (default traces/validate-SCENARIO).")
+        Path | None,
+        typer.Option(help="Trace folder (default traces/validate-SCENARIO; --all: DIR/SCENARIO)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report object.")] = False,
+    all_packs: Annotated[
+        bool, typer.Option("--all", help="Validate every built-in pack, one after another.")
+    ] = False,
 ) -> None:
     """Validate a scenario: exit 0 valid, 1 a check failed, 2 bad input, 3 harness error."""
     from chaos._cli_validate import validate_command
 
-    _exit_with(validate_command, scenario, seeds, first_seed, replays, out_dir, as_json)
+    _exit_with(validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, all_packs)
 
 
 # -- chaos search --------------------------------------------------------------------

@@ -291,7 +291,24 @@ class RunContext:
 
     @staticmethod
     def python() -> str:
+        """The harness's Python interpreter: start a pack's Python programs with it."""
         return sys.executable
+
+    def pack_file(self, name: str) -> Path:
+        """A file of the scenario's own folder (``Scenario.path``); ConfigError naming the
+        path when it does not exist."""
+        path = self.scenario.path / name
+        if not path.is_file():
+            raise ConfigError(f"scenario {self.scenario.id}: no file {path} in the pack's folder")
+        return path
+
+    def pack_program(self, name: str, *args: str) -> list[str]:
+        """The argv that runs the pack's program ``name`` (a ``.py`` file in the pack's
+        folder) with the harness's Python: ``[python, /abs/pack/name, *args]``. The program
+        runs as a script, so the pack's folder is first on its ``sys.path``: it imports its
+        sibling modules by plain name (``import common``), and the harness's packages
+        (``chaos``, ``invariants``) as installed. Works the same from any directory."""
+        return [self.python(), str(self.pack_file(name)), *args]
 
 
 __all__ = ["ExternalServices", "RunContext", "Subject"]

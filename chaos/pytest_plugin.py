@@ -13,11 +13,13 @@ The scenario comes from the ``chaos`` marker, else from the ini option ``chaos_s
 (``[tool.pytest.ini_options] chaos_scenario = "payments"``); with neither, the test errors
 with one usage line. The harness is imported only when a test asks for the fixture, so
 installing chaos-harness costs other test suites nothing. See ``chaos.testing.ChaosEnv`` for
-what ``env`` offers.
+what ``env`` offers. A failing test that used ``env`` reports the run's trace, seed and the
+``chaos replay TRACE`` command that reproduces it (a section under the assertion).
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,27 @@ def pytest_configure(config: pytest.Config) -> None:
         "chaos(scenario=..., variant='golden', seed=0): the scenario run the `env` fixture "
         f"sets up (scenario defaults to the ini option {INI_SCENARIO})",
     )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    """A failing test that used ``env`` reports, beside its assertion, the trace, the seed
+    and the exact ``chaos replay`` command that reproduces its run."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    env = getattr(item, "funcargs", {}).get("chaos_env")
+    text = env.reproduction() if env is not None else None
+    if not text:
+        return
+    addsection = getattr(report.longrepr, "addsection", None)
+    if addsection is not None:
+        addsection("chaos: reproduce this run", text)
+    else:
+        report.sections.append(("chaos: reproduce this run", text))
 
 
 @pytest.fixture

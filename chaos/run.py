@@ -110,15 +110,24 @@ def result_json(
     verdicts: Sequence[Verdict],
     trace: Path | None,
 ) -> dict[str, Any]:
-    """The fields every JSON result shares (run, search): what ran, its faults, its verdicts
-    (without evidence: that is in the trace) and the trace path."""
+    """The fields every JSON result shares (run, search): what ran, its fault schedule
+    (``{seed, space_hash, events}``, the form docs/faults.md gives and the trace's schedule
+    frame holds), its verdicts (without evidence: that is in the trace; each with its word,
+    ``verdict``: held, VIOLATED or unknown) and the trace path."""
     return {
         "scenario": scenario,
         "variant": variant,
-        "schedule": None if schedule is None else schedule.to_dict()["events"],
+        "schedule": None if schedule is None else schedule.to_dict(),
         "verdicts": [v.to_dict(evidence=False) for v in verdicts],
         "trace": None if trace is None else str(trace),
     }
+
+
+def no_fault_schedule(scenario: Scenario, variant: str, seed: int) -> FaultSchedule:
+    """The empty schedule of ``variant`` (``chaos run --no-faults``, ``chaos validate``'s
+    smoke check): the run, its trace and its replay are as usual, with no fault injected."""
+    space = scenario.fault_space(variant)
+    return FaultSchedule(seed=seed, space_hash=space.content_hash(), events=())
 
 
 def default_trace_path(scenario: str, variant: str, seed: int) -> Path:
@@ -148,6 +157,9 @@ async def run_scenario(options: RunOptions) -> RunResult:
                 options.seed,
                 {
                     "space_hash": schedule.space_hash,
+                    # Where the pack was loaded from: replay finds a folder pack there again.
+                    "scenario_path": str(scenario.path),
+                    "scenario_builtin": scenario.builtin,
                     "invariants": list(scenario.invariants),
                     **_candidate_header(options.candidate),
                 },
@@ -318,6 +330,7 @@ __all__ = [
     "RunOptions",
     "RunResult",
     "is_interruption",
+    "no_fault_schedule",
     "result_json",
     "run_scenario",
 ]

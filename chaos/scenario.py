@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import re
@@ -24,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from chaos.context import Subject
@@ -260,6 +262,17 @@ class Scenario(ABC):
                 "run it without --postgres-dsn"
             )
 
+    @property
+    def builtin(self) -> bool:
+        """Whether this is a built-in pack (``scenarios/<id>/``), found by its id alone."""
+        return self.path.parent == BUILTIN_ROOT.resolve() and self.path.name == self.id
+
+    @property
+    def source(self) -> str:
+        """What ``load_scenario`` takes to load this pack again from any directory: the id of a
+        built-in pack, else the absolute path of its folder."""
+        return self.id if self.builtin else str(self.path)
+
     def content_hash(self) -> str:
         """SHA-256 over the scenario folder's source and docs (what replay checks for drift)."""
         h = hashlib.sha256()
@@ -274,8 +287,74 @@ def builtin_scenarios() -> list[str]:
     return sorted(p.name for p in BUILTIN_ROOT.iterdir() if (p / "scenario.py").is_file())
 
 
-def load_scenario(name_or_path: str) -> Scenario:
-    """A built-in scenario by id (``payments``) or a folder holding ``scenario.py``."""
+def pack_package(folder: Path) -> str:
+    """The package name a folder pack is imported as: ``chaos_pack_<folder>_<hash of its
+    absolute path>`` (two folders of the same name never share one)."""
+    folder = folder.resolve()
+    name = re.sub(r"\W", "_", folder.name)
+    return f"chaos_pack_{name}_{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
+
+
+def _import_folder(folder: Path) -> ModuleType:
+    """Import a folder pack as a package (``pack_package``), then its ``scenario`` module.
+
+    The folder is importable: ``scenario.py`` may import its siblings relatively
+    (``from . import checkers``, ``from .common import X``); an ``__init__.py`` is optional.
+    Loading the same folder again returns the module already imported, so the pack's
+    checkers register once per process (and registering again would only replace them)."""
+    folder = folder.resolve()
+    package = pack_package(folder)
+    module_name = f"{package}.scenario"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    file = folder / "scenario.py"
+    init = folder / "__init__.py"
+    try:
+        if init.is_file():
+            spec = importlib.util.spec_from_file_location(
+                package, init, submodule_search_locations=[str(folder)]
+            )
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"cannot load {init}")
+            parent = importlib.util.module_from_spec(spec)
+            sys.modules[package] = parent
+            spec.loader.exec_module(parent)
+        else:
+            spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+            spec.submodule_search_locations = [str(folder)]
+            sys.modules[package] = importlib.util.module_from_spec(spec)
+        return importlib.import_module(module_name)
+    except ConfigError as exc:
+        _forget(package)
+        raise ConfigError(f"{file}: {exc}") from None
+    except Exception as exc:
+        _forget(package)
+        where = _where(exc, folder) or str(file)
+        raise ConfigError(f"{where}: {type(exc).__name__}: {exc}") from None
+
+
+def _forget(package: str) -> None:
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        del sys.modules[name]
+
+
+def _where(exc: BaseException, folder: Path) -> str | None:
+    """``file:line`` of the innermost frame of ``exc`` inside the pack's folder."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name.startswith(str(folder)):
+            found = f"{name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """A built-in scenario by id (``payments``) or a folder holding ``scenario.py`` (any
+    path, relative to the current directory or absolute); ConfigError naming what it looked
+    for otherwise."""
+    name_or_path = str(name_or_path)
     if (
         re.fullmatch(r"[a-z][a-z0-9_]*", name_or_path)
         and (BUILTIN_ROOT / name_or_path / "scenario.py").is_file()
@@ -289,17 +368,9 @@ def load_scenario(name_or_path: str) -> Scenario:
             known = ", ".join(builtin_scenarios()) or "none"
             raise ConfigError(
                 f"unknown scenario {name_or_path!r}: not a built-in ({known}) "
-                "nor a folder with a scenario.py"
+                f"nor a folder with a scenario.py (looked for {file.resolve()})"
             )
-        spec = importlib.util.spec_from_file_location(f"chaos_user_scenario_{folder.name}", file)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"cannot load {file}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            raise ConfigError(f"{file}: {type(exc).__name__}: {exc}") from None
+        module = _import_folder(folder)
     scenario = getattr(module, "SCENARIO", None)
     if not isinstance(scenario, Scenario):
         raise ConfigError(f"{folder / 'scenario.py'} defines no SCENARIO (a Scenario instance)")
@@ -316,4 +387,5 @@ __all__ = [
     "TaskSpec",
     "builtin_scenarios",
     "load_scenario",
+    "pack_package",
 ]

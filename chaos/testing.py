@@ -16,6 +16,7 @@ final state and the history are there to assert on.
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ class ChaosEnv:
         self.out_dir = out_dir
         self.events: list[FaultEvent] = []
         self._result: RunResult | None = None
+        #: Where the run's trace goes (set when the run starts).
+        self.trace_path: Path | None = None
 
     # -- before the run -------------------------------------------------------------------
 
@@ -114,11 +117,12 @@ class ChaosEnv:
         schedule = FaultSchedule(
             seed=self.seed, space_hash=space.content_hash(), events=tuple(self.events)
         )
+        self.trace_path = self.out_dir / f"{self.scenario.id}-{self.variant}-seed{self.seed}.trace"
         options = RunOptions(
             self.scenario,
             self.seed,
             variant=self.variant,
-            out=self.out_dir / f"{self.scenario.id}-{self.variant}-seed{self.seed}.trace",
+            out=self.trace_path,
             schedule=schedule,
             settle_timeout_s=timeout,
         )
@@ -170,6 +174,27 @@ class ChaosEnv:
         if key is not None:
             return counts[key]
         return max(counts.values(), default=0)
+
+    def reproduction(self) -> str | None:
+        """What a failing test's report adds (the pytest plugin): the trace, the seed and the
+        ``chaos replay`` command that runs the same scenario with the same faults again;
+        None when the run never started."""
+        trace = self.trace_path
+        if trace is None:
+            return None
+        if not trace.is_file():
+            partial = trace.with_name(trace.name + ".partial")
+            if not partial.is_file():
+                return None
+            trace = partial
+        trace = trace.resolve()
+        lines = [
+            f"trace:    {trace}",
+            f"scenario: {self.scenario.source}  variant: {self.variant}  seed: {self.seed}",
+            f"faults:   {len(self.events)} injected by the test (the trace holds them)",
+            f"replay:   chaos replay {shlex.quote(str(trace))}",
+        ]
+        return "\n".join(lines)
 
     def final_state_is_consistent(self) -> bool:
         """Every invariant the scenario counts as "the final state is consistent" held

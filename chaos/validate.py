@@ -3,8 +3,10 @@
 ::
 
     golden   seeds S .. S+N-1 ──► every invariant held and settled, on every seed
-    variant  seeds S .. S+N-1 ──► first seed whose run violates the invariant it declares
-             (``Scenario.catches``) ──► replay that trace K times ──► violated K/K?
+    variant  no fault injected ──► every invariant held (a smoke test is not a variant)
+             seeds S .. S+N-1 ──► first seed whose run violates the invariant it declares
+             (``Scenario.catches``) ──► its trace shows the declared signals
+             (``Scenario.signals``) ──► replay that trace K times ──► violated >= 95% of K?
 
 The checks follow the principles the environment builder works by: a golden solution must
 hold on seeds it was not tuned on; a defective variant must fail for the right reason (the
@@ -15,27 +17,45 @@ without services; ``real_run`` and ``real_replay`` do the real thing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import math
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ChaosError, ConfigError
 from chaos.rng import check_seed
-from chaos.run import Progress, RunOptions, run_scenario
-from chaos.scenario import Scenario
+from chaos.run import Progress, RunOptions, no_fault_schedule, run_scenario
+from chaos.scenario import Scenario, Signal
 
-DEFAULT_SEEDS, DEFAULT_FIRST_SEED, DEFAULT_REPLAYS = 5, 1000, 2
+DEFAULT_SEEDS, DEFAULT_FIRST_SEED, DEFAULT_REPLAYS = 20, 1000, 20
 GOLDEN = "golden"
+#: The share of replays that must violate the declared invariant again (19 of 20).
+REPRODUCE_SHARE = 0.95
 
-#: A variant's outcome. Failures: not caught, wrong invariant, not reproducible.
-CAUGHT, NOT_CAUGHT, WRONG_INVARIANT, NOT_REPRODUCIBLE, ERROR = (
+#: A variant's outcome. Failures: violated with no fault, not caught, wrong invariant, not
+#: reproducible, diagnosis signals missing.
+(
+    CAUGHT, NOT_CAUGHT, WRONG_INVARIANT, NOT_REPRODUCIBLE, ERROR, FAILS_WITHOUT_FAULTS,
+    SIGNALS_MISSING,
+) = (
     "caught",
     "not caught",
     "caught by the wrong invariant",
     "not reproducible",
     "harness error",
-)
+    "fails with no fault injected",
+    "diagnosis signals missing",
+)  # fmt: skip
+#: A variant whose check was cut off (the validation stopped during it).
+UNFINISHED = "not finished"
+FAILED = (NOT_CAUGHT, WRONG_INVARIANT, NOT_REPRODUCIBLE, FAILS_WITHOUT_FAULTS, SIGNALS_MISSING)
+
+
+def required_replays(replays: int) -> int:
+    """How many of ``replays`` must violate the declared invariant again: 95%, rounded up
+    (19 of 20, 5 of 5, 2 of 2)."""
+    return math.ceil(REPRODUCE_SHARE * replays - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -46,6 +66,17 @@ class Observed:
     verdicts: dict[str, Any] = field(default_factory=dict)
     settled: bool = True
     error: str | None = None
+    #: The run's recorded events (history, logs, nemesis): where signals are looked for.
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
+
+    def held(self) -> bool:
+        """Every invariant held and the system settled, with no harness error."""
+        return (
+            self.error is None
+            and self.settled
+            and bool(self.verdicts)
+            and all(v is True for v in self.verdicts.values())
+        )
 
     def violated(self) -> list[str]:
         return [name for name, valid in self.verdicts.items() if valid is False]
@@ -59,10 +90,19 @@ class Observed:
         }
 
 
-#: (variant, seed, trace path) -> what the run observed.
-RunFn = Callable[[str, int, Path], Awaitable[Observed]]
-#: (trace path, times) -> what each replay observed.
-ReplayFn = Callable[[Path, int], Awaitable[list[Observed]]]
+class RunFn(Protocol):
+    """(variant, seed, trace path; ``faults=False``: no fault injected) -> what the run
+    observed."""
+
+    def __call__(
+        self, variant: str, seed: int, out: Path, *, faults: bool = True
+    ) -> Awaitable[Observed]: ...
+
+
+class ReplayFn(Protocol):
+    """(trace path, times) -> what each replay observed."""
+
+    def __call__(self, trace: Path, times: int) -> Awaitable[list[Observed]]: ...
 
 
 @dataclass
@@ -100,6 +140,12 @@ class VariantCheck:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     replays: list[Observed] = field(default_factory=list)
     other_violations: list[str] = field(default_factory=list)
+    #: The run with no fault injected (it must hold).
+    no_faults: Observed | None = None
+    #: Each declared signal: {what, found} in the catching run's trace.
+    signals: list[dict[str, Any]] = field(default_factory=list)
+    #: How many replays must violate the declared invariant again.
+    required: int = 0
 
     @property
     def caught(self) -> bool:
@@ -125,9 +171,12 @@ class VariantCheck:
             "trace": None if self.trace is None else str(self.trace),
             "fidelity": self.fidelity,
             "reproduced": self.reproduced,
+            "required": self.required,
             "replays": [r.to_json() for r in self.replays],
             "other_violations": self.other_violations,
             "attempts": self.attempts,
+            "no_faults": None if self.no_faults is None else self.no_faults.to_json(),
+            "signals": self.signals,
         }
 
 
@@ -139,15 +188,31 @@ class ValidationReport:
     golden: GoldenCheck
     variants: dict[str, VariantCheck] = field(default_factory=dict)
     replays: int = DEFAULT_REPLAYS
+    #: The defective variants to check (all of them once validation has finished).
+    expected: list[str] = field(default_factory=list)
+    #: Why validation stopped before the end (a harness error, an interruption): what was
+    #: measured until then is still here.
+    error: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return (
+            self.error is None
+            and set(self.expected) <= set(self.variants)
+            and all(v.status != UNFINISHED for v in self.variants.values())
+        )
 
     @property
     def failed(self) -> bool:
-        bad = (NOT_CAUGHT, WRONG_INVARIANT, NOT_REPRODUCIBLE)
-        return bool(self.golden.failures) or any(v.status in bad for v in self.variants.values())
+        return bool(self.golden.failures) or any(v.status in FAILED for v in self.variants.values())
 
     @property
     def valid(self) -> bool:
-        return self.golden.held and all(v.status == CAUGHT for v in self.variants.values())
+        return (
+            self.complete
+            and self.golden.held
+            and all(v.status == CAUGHT for v in self.variants.values())
+        )
 
     @property
     def exit_code(self) -> int:
@@ -161,7 +226,10 @@ class ValidationReport:
             "golden": self.golden.to_json(),
             "variants": {name: check.to_json() for name, check in self.variants.items()},
             "replays": self.replays,
+            "required": required_replays(self.replays),
             "valid": self.valid,
+            "complete": self.complete,
+            "error": self.error,
         }
 
 
@@ -194,15 +262,42 @@ def declared_catches(scenario: Scenario) -> dict[str, str]:
     return out
 
 
+def check_declarations(scenario: Scenario) -> dict[str, str]:
+    """Everything a validation needs from a pack, checked before anything runs (ConfigError,
+    one line): each defective variant's catching invariant, every invariant known, every
+    variant's fault space readable, signals only for defective variants. Returns
+    ``declared_catches``."""
+    catches = declared_catches(scenario)
+    scenario.checkers()
+    for variant in scenario.variants:
+        scenario.fault_space(variant)
+    for variant in scenario.signals:
+        if variant not in catches:
+            raise ConfigError(
+                f"scenario {scenario.id}: signals names {variant!r}, which is not a defective "
+                f"variant (defective: {', '.join(catches) or 'none'})"
+            )
+    return catches
+
+
 def trace_path(out_dir: Path, variant: str, seed: int) -> Path:
     return out_dir / f"{variant}-seed{seed}.trace"
 
 
+def no_faults_path(out_dir: Path, variant: str) -> Path:
+    return out_dir / f"{variant}-nofaults.trace"
+
+
 async def check_golden(
-    seeds: list[int], out_dir: Path, run: RunFn, progress: Progress
+    seeds: list[int],
+    out_dir: Path,
+    run: RunFn,
+    progress: Progress,
+    check: GoldenCheck | None = None,
 ) -> GoldenCheck:
-    """Run golden on every seed; a violation or an unsettled run is a failure."""
-    check = GoldenCheck(seeds)
+    """Run golden on every seed; a violation or an unsettled run is a failure. Results go
+    into ``check`` (if given) as they come, so a validation cut off keeps them."""
+    check = check or GoldenCheck(seeds)
     for seed in seeds:
         progress(f"golden seed {seed}")
         observed = await run(GOLDEN, seed, trace_path(out_dir, GOLDEN, seed))
@@ -231,9 +326,25 @@ async def check_variant(
     run: RunFn,
     replay: ReplayFn,
     progress: Progress,
+    *,
+    signals: tuple[Signal, ...] = (),
+    check: VariantCheck | None = None,
 ) -> VariantCheck:
-    """Find a seed whose run violates ``invariant``, then replay it ``replays`` times."""
-    check = VariantCheck(variant, invariant)
+    """Run the variant with no fault (it must hold), find a seed whose run violates
+    ``invariant``, look for ``signals`` in its trace, then replay it ``replays`` times."""
+    check = check or VariantCheck(variant, invariant)
+    check.status = UNFINISHED
+    check.required = required_replays(replays)
+    progress(f"{variant}: no fault injected")
+    quiet = await run(variant, seeds[0], no_faults_path(out_dir, variant), faults=False)
+    check.no_faults = quiet
+    if quiet.error is not None:
+        check.status = ERROR
+        return check
+    if not quiet.held():
+        check.status = FAILS_WITHOUT_FAULTS
+        check.other_violations = quiet.violated()
+        return check
     others: dict[str, None] = {}
     errors = 0
     for seed in seeds:
@@ -246,6 +357,9 @@ async def check_variant(
         if invariant in violated:
             check.seed, check.trace = seed, observed.trace
             check.other_violations = [n for n in violated if n != invariant]
+            check.signals = [
+                {"what": s.what, "found": s.found_in(observed.events)} for s in signals
+            ]
             break
     if check.trace is None:
         check.other_violations = list(others)
@@ -253,8 +367,9 @@ async def check_variant(
         return check
     progress(f"{variant}: replaying seed {check.seed} x{replays}")
     check.replays = await replay(check.trace, replays)
-    if check.reproduced == replays:
-        check.status = CAUGHT
+    if check.reproduced >= check.required:
+        missing = [s for s in check.signals if not s["found"]]
+        check.status = SIGNALS_MISSING if missing else CAUGHT
     elif all(r.error is not None for r in check.replays if invariant not in r.violated()):
         check.status = ERROR
     else:
@@ -272,24 +387,31 @@ async def validate(
     run: RunFn,
     replay: ReplayFn,
     progress: Progress | None = None,
+    report: ValidationReport | None = None,
 ) -> ValidationReport:
-    """Check golden on ``seeds`` held-out seeds and catch every defective variant."""
+    """Check golden on ``seeds`` held-out seeds and every defective variant. Every
+    declaration is checked before the first run (``check_declarations``). Results go into
+    ``report`` (if given) as they are measured: when validation is cut off (a harness
+    error, Ctrl-C), the caller still has everything measured so far."""
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     if replays < 1:
         raise ConfigError(f"replays must be >= 1, got {replays}")
     check_seed(first_seed, "first seed")
     check_seed(first_seed + seeds - 1, "last seed")
-    catches = declared_catches(scenario)
+    catches = check_declarations(scenario)
     say = progress or (lambda _message: None)
     seed_list = list(range(first_seed, first_seed + seeds))
-    report = ValidationReport(
-        scenario.id, await check_golden(seed_list, out_dir, run, say), replays=replays
-    )
+    report = report or ValidationReport(scenario.id, GoldenCheck(seed_list))
+    report.scenario, report.golden.seeds, report.replays = scenario.id, seed_list, replays
+    report.expected = list(catches)
+    await check_golden(seed_list, out_dir, run, say, report.golden)
     for variant, invariant in catches.items():
-        report.variants[variant] = await check_variant(
-            variant, invariant, seed_list, replays, out_dir, run, replay, say
-        )
+        check = report.variants[variant] = VariantCheck(variant, invariant)
+        await check_variant(
+            variant, invariant, seed_list, replays, out_dir, run, replay, say,
+            signals=tuple(scenario.signals.get(variant, ())), check=check,
+        )  # fmt: skip
     return report
 
 
@@ -309,8 +431,11 @@ def _error_text(exc: BaseException) -> str | None:
 def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
     """A ``RunFn`` that runs ``scenario`` for real (``chaos.run.run_scenario``)."""
 
-    async def run(variant: str, seed: int, out: Path) -> Observed:
-        options = RunOptions(scenario, seed, variant=variant, out=out, progress=progress)
+    async def run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        schedule = None if faults else no_fault_schedule(scenario, variant, seed)
+        options = RunOptions(
+            scenario, seed, variant=variant, out=out, progress=progress, schedule=schedule
+        )
         try:
             result = await run_scenario(options)
         except BaseException as exc:
@@ -319,17 +444,19 @@ def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
                 raise
             return Observed(out, error=message)
         verdicts = {v.name: v.valid for v in result.verdicts}
-        return Observed(result.trace, verdicts, result.settled)
+        return Observed(result.trace, verdicts, result.settled, events=result.history)
 
     return run
 
 
-def real_replay(progress: Progress | None = None) -> ReplayFn:
-    """A ``ReplayFn`` that replays a trace for real (``replay.replay.run_replays``)."""
+def real_replay(progress: Progress | None = None, scenario: Scenario | None = None) -> ReplayFn:
+    """A ``ReplayFn`` that replays a trace for real (``replay.replay.run_replays``), with
+    ``scenario`` (the pack being validated) or else the pack the trace recorded."""
     from replay.replay import prepare_replay, run_replays
 
     async def replay(trace: Path, times: int) -> list[Observed]:
-        report = await run_replays(prepare_replay(trace), times, progress=progress)
+        plan = prepare_replay(trace, scenario=scenario)
+        report = await run_replays(plan, times, progress=progress)
         return [
             Observed(
                 r.trace, {str(v.get("name")): v.get("valid") for v in r.verdicts}, True, r.error
@@ -343,8 +470,11 @@ def real_replay(progress: Progress | None = None) -> ReplayFn:
 __all__ = [
     "CAUGHT",
     "ERROR",
+    "FAILS_WITHOUT_FAULTS",
     "NOT_CAUGHT",
     "NOT_REPRODUCIBLE",
+    "SIGNALS_MISSING",
+    "UNFINISHED",
     "WRONG_INVARIANT",
     "GoldenCheck",
     "Observed",
@@ -352,10 +482,13 @@ __all__ = [
     "RunFn",
     "ValidationReport",
     "VariantCheck",
+    "check_declarations",
     "check_golden",
     "check_variant",
     "declared_catches",
+    "no_fault_schedule",
     "real_replay",
     "real_run",
+    "required_replays",
     "validate",
 ]

@@ -15,11 +15,14 @@ import invariants.fencing  # noqa: F401  (registers a generic checker)
 from invariants.base import FunctionInvariant, Invariant, run_checkers
 from invariants.history import NEMESIS, History, Op, OpType, Pair
 from invariants.registry import REGISTRY, get, known, register
-from invariants.verdict import Validity, Verdict
+from invariants.verdict import HELD, UNKNOWN, VIOLATED, Validity, Verdict, verdict_word
 
 __all__ = [
+    "HELD",
     "NEMESIS",
     "REGISTRY",
+    "UNKNOWN",
+    "VIOLATED",
     "FunctionInvariant",
     "History",
     "Invariant",
@@ -32,4 +35,5 @@ __all__ = [
     "known",
     "register",
     "run_checkers",
+    "verdict_word",
 ]

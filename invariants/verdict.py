@@ -10,6 +10,17 @@ from chaos.errors import ConfigError
 
 Validity = bool | Literal["unknown"]
 
+#: The one vocabulary every command, report and document uses for a verdict.
+HELD, VIOLATED, UNKNOWN = "held", "VIOLATED", "unknown"
+
+
+def verdict_word(valid: object) -> str:
+    """``held`` (True), ``VIOLATED`` (False) or ``unknown`` (anything else): the word every
+    command, report and JSON ``verdict`` field uses."""
+    if valid is True:
+        return HELD
+    return VIOLATED if valid is False else UNKNOWN
+
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -36,9 +47,15 @@ class Verdict:
     def unknown(cls, name: str, explanation: str, **evidence: Any) -> Verdict:
         return cls(name, "unknown", explanation, evidence)
 
+    @property
+    def word(self) -> str:
+        """``held``, ``VIOLATED`` or ``unknown``."""
+        return verdict_word(self.valid)
+
     def to_dict(self, *, evidence: bool = True) -> dict[str, Any]:
         """Plain data for traces and JSON output (``evidence=False``: the short form the
-        commands print; the trace keeps the evidence)."""
+        commands print, which also carries the word, ``verdict``: held, VIOLATED or
+        unknown; the trace keeps the evidence)."""
         data: dict[str, Any] = {
             "name": self.name,
             "valid": self.valid,
@@ -46,6 +63,8 @@ class Verdict:
         }
         if evidence:
             data["evidence"] = self.evidence
+        else:
+            data["verdict"] = self.word
         return data
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 from chaos.errors import EXIT_HARNESS
 from chaos.errors import EXIT_HELD as EXIT_REPRODUCED
 from chaos.errors import EXIT_VIOLATED as EXIT_NOT_REPRODUCED
+from invariants.verdict import verdict_word
 
 from ._divergence import Divergence
 
@@ -17,7 +18,11 @@ _ABSENT = object()
 
 
 def _brief(verdicts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v.get(k) for k in ("name", "valid", "explanation")} for v in verdicts]
+    return [
+        {**{k: v.get(k) for k in ("name", "valid", "explanation")},
+         "verdict": verdict_word(v.get("valid"))}
+        for v in verdicts
+    ]  # fmt: skip
 
 
 def verdict_map(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -72,15 +72,49 @@ def _field(header: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
-def _scenario(header: dict[str, Any]) -> Scenario:
+def _scenario(path: Path, header: dict[str, Any], override: str | Path | None) -> Scenario:
+    """The trace's pack: ``override`` (``--scenario PATH``) if given; else a built-in by id,
+    or a folder pack from the absolute path the trace recorded (``scenario_path``)."""
     scenario_id = _field(header, "scenario_id", str)
+    if override is not None:
+        try:
+            scenario = load_scenario(override)
+        except ConfigError as exc:
+            raise ConfigError(f"cannot replay {path}: --scenario {override}: {exc}") from None
+        if scenario.id != scenario_id:
+            raise ConfigError(
+                f"cannot replay {path}: --scenario {override} is scenario {scenario.id!r}, "
+                f"the trace recorded {scenario_id!r}"
+            )
+        return scenario
     where = header.get("scenario_path")
-    if not (BUILTIN_ROOT / scenario_id / "scenario.py").is_file() and isinstance(where, str):
-        scenario_id = where
+    builtin = header.get("scenario_builtin")
+    if builtin is False and isinstance(where, str):
+        folder = Path(where)
+        if not (folder / "scenario.py").is_file():
+            raise ConfigError(
+                f"cannot replay {path}: its scenario {scenario_id!r} was loaded from {folder}, "
+                f"which holds no scenario.py now (looked for {folder / 'scenario.py'}); "
+                "pass --scenario PATH to say where the pack is"
+            )
+        source: str = where
+    elif (BUILTIN_ROOT / scenario_id / "scenario.py").is_file():
+        source = scenario_id
+    elif isinstance(where, str):  # a built-in of another checkout, or an older trace
+        source = where
+    else:
+        raise ConfigError(
+            f"cannot replay {path}: scenario {scenario_id!r} is not a built-in and the trace "
+            f"records no pack folder (looked for {BUILTIN_ROOT / scenario_id / 'scenario.py'});"
+            " pass --scenario PATH"
+        )
     try:
-        return load_scenario(scenario_id)
+        return load_scenario(source)
     except ConfigError as exc:
-        raise ConfigError(f"cannot replay: the trace's scenario is not available: {exc}") from None
+        raise ConfigError(
+            f"cannot replay {path}: the trace's scenario is not available: {exc}; "
+            "pass --scenario PATH"
+        ) from None
 
 
 def _drift(header: dict[str, Any], scenario: Scenario) -> list[str]:
@@ -94,8 +128,12 @@ def _drift(header: dict[str, Any], scenario: Scenario) -> list[str]:
     return drift + version_drift(header)
 
 
-def prepare_replay(path: str | Path, *, strict: bool = False) -> ReplayPlan:
-    """Read ``path`` and check it can be replayed here; drift is an error when ``strict``."""
+def prepare_replay(
+    path: str | Path, *, strict: bool = False, scenario: str | Path | Scenario | None = None
+) -> ReplayPlan:
+    """Read ``path`` and check it can be replayed here; drift is an error when ``strict``.
+    The pack is ``scenario`` if given (a loaded ``Scenario``, or what ``load_scenario``
+    takes: ``--scenario PATH``), else found from the trace's header (see ``_scenario``)."""
     path = Path(path)
     trace = read_trace(path)
     if trace.schedule is None:
@@ -104,7 +142,14 @@ def prepare_replay(path: str | Path, *, strict: bool = False) -> ReplayPlan:
         )
     seed = _field(trace.header, "seed", int)
     variant = _field(trace.header, "variant", str)
-    scenario = _scenario(trace.header)
+    if isinstance(scenario, Scenario):
+        if scenario.id != trace.header.get("scenario_id"):
+            raise ConfigError(
+                f"cannot replay {path} with scenario {scenario.id!r}: the trace recorded "
+                f"{trace.header.get('scenario_id')!r}"
+            )
+    else:
+        scenario = _scenario(path, trace.header, scenario)
     scenario.check_variant(variant)
     try:
         schedule = FaultSchedule.from_dict(trace.schedule)

@@ -52,6 +52,7 @@ def _refused(tmp_path: Path, args: list[str], needle: str) -> None:
         (["--nats-url", "http://x"], "bad nats url 'http://x'"),
         (["--nats-url", "nats://h:0"], "port must be between 1 and 65535"),
         (["--seed", str(2**63)], "seed must be between 0 and 2**63-1"),
+        (["--no-faults", "--impl", "x.py"], "--no-faults does not go with --impl"),
     ],
 )
 def test_run_refuses_bad_options_without_touching_the_trace(

@@ -15,6 +15,8 @@ from chaos.testing import ChaosEnv
 from faults.model import FaultSchedule
 from invariants import Verdict
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.mark.slow
 @pytest.mark.chaos(scenario="payments", seed=7)
@@ -128,3 +130,51 @@ def test_final_state_is_consistent_asks_the_scenarios_consistency_invariants(
     assert env.final_state_is_consistent()  # payments: consistency = consistent_final_state
     verdicts[2] = Verdict.violated("consistent_final_state", "unbalanced.")
     assert not env.final_state_is_consistent()
+
+
+FAILING_CHAOS_TEST = """
+import pytest
+
+
+@pytest.mark.chaos(scenario={pack!r}, variant="no-dedupe", seed=3)
+def test_every_add_counts_once(env):
+    env.inject_fault("partition", "client-server", direction="downstream",
+                     trigger={{"type": "at_time", "offset_s": 0.3}}, duration_s=0.8)
+    env.run_until_settled()
+    assert env.holds("counted_once")
+"""
+
+
+@pytest.mark.slow
+def test_a_failing_chaos_test_names_its_trace_seed_and_replay_command(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    from tests.doc_pack import write_doc_pack
+
+    pack = write_doc_pack(tmp_path / "tally")
+    pytester.makepyfile(FAILING_CHAOS_TEST.format(pack=str(pack)))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*chaos: reproduce this run*",
+            "trace:    */tally-no-dedupe-seed3.trace",
+            "scenario: * variant: no-dedupe  seed: 3",
+            "replay:   chaos replay */tally-no-dedupe-seed3.trace",
+        ]
+    )
+    command = next(line for line in result.outlines if line.startswith("replay:   chaos replay"))
+    trace = command.removeprefix("replay:   chaos replay ").strip()
+    assert Path(trace).is_file()
+    # The command it prints reproduces the failure: the same violation comes back.
+    replayed = subprocess.run(
+        [sys.executable, "-m", "chaos", "replay", trace],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "counted_once VIOLATED" in replayed.stdout
+
+
+def test_a_passing_or_unstarted_env_adds_nothing(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    assert env.reproduction() is None  # never ran: nothing to replay

@@ -192,7 +192,10 @@ def test_cli_json_verdict(tmp_path: Path, run_root: Path) -> None:
         "no_lost_messages",
         "consistent_final_state",
     ]
-    assert verdict["schedule"] == read_trace(out).schedule["events"]
+    # One schedule shape everywhere: {seed, space_hash, events}, as the trace holds it.
+    assert verdict["schedule"] == read_trace(out).schedule
+    assert set(verdict["schedule"]) == {"seed", "space_hash", "events"}
+    assert {v["verdict"] for v in verdict["verdicts"]} == {"held"}
 
 
 @pytest.mark.parametrize(

@@ -50,10 +50,20 @@ def test_run_json_is_one_object_with_short_verdicts(tmp_path: Path) -> None:
         "scenario": "payments",
         "variant": "golden",
         "seed": 7,
-        "schedule": [],
+        "schedule": {"seed": 7, "space_hash": "h", "events": []},
         "verdicts": [
-            {"name": "no_lost_messages", "valid": True, "explanation": "all there."},
-            {"name": "exactly_once", "valid": False, "explanation": "o-2 charged twice."},
+            {
+                "name": "no_lost_messages",
+                "valid": True,
+                "verdict": "held",
+                "explanation": "all there.",
+            },
+            {
+                "name": "exactly_once",
+                "valid": False,
+                "verdict": "VIOLATED",
+                "explanation": "o-2 charged twice.",
+            },
         ],
         "held": False,
         "settled": True,

@@ -176,6 +176,10 @@ def test_json_form() -> None:
         "scenario", "variant", "found", "tried", "shrink_runs", "schedule", "verdicts", "trace",
     }  # fmt: skip
     assert data["found"] is True
-    assert data["schedule"] == [e.model_dump(mode="json") for e in result.schedule.events]  # type: ignore[union-attr]
-    assert data["verdicts"][0] == {"name": "exactly_once", "valid": False, "explanation": "broken"}
+    assert result.schedule is not None
+    assert data["schedule"] == result.schedule.to_dict()
+    assert set(data["schedule"]) == {"seed", "space_hash", "events"}
+    assert data["verdicts"][0] == {
+        "name": "exactly_once", "valid": False, "verdict": "VIOLATED", "explanation": "broken",
+    }  # fmt: skip
     assert data["trace"] is None

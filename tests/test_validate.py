@@ -9,19 +9,24 @@ from typing import Any, ClassVar
 import pytest
 
 from chaos.errors import ConfigError
-from chaos.scenario import Scenario
+from chaos.scenario import Scenario, Signal
 from chaos.validate import (
     CAUGHT,
     ERROR,
+    FAILS_WITHOUT_FAULTS,
     NOT_CAUGHT,
     NOT_REPRODUCIBLE,
+    SIGNALS_MISSING,
     WRONG_INVARIANT,
+    GoldenCheck,
     Observed,
     ValidationReport,
     declared_catches,
+    required_replays,
     validate,
 )
 from faults.space import FaultSpace
+from invariants import Verdict, register
 
 INVARIANTS = ("exactly_once", "no_lost_messages")
 HELD = {"exactly_once": True, "no_lost_messages": True}
@@ -38,7 +43,11 @@ class Toy(Scenario):
     catches: ClassVar[dict[str, str]] = {"broken": "exactly_once"}
 
     def fault_space(self, variant: str) -> FaultSpace:
-        raise NotImplementedError
+        self.check_variant(variant)
+        return FaultSpace.from_dict(
+            {"horizon_s": 1.0, "services": ["s"],
+             "templates": [{"kind": "crash", "triggers": [{"type": "at_time", "offset_s": 0.5}]}]}
+        )  # fmt: skip
 
     async def setup(self, ctx: Any) -> None:
         raise NotImplementedError
@@ -53,20 +62,27 @@ class Toy(Scenario):
         raise NotImplementedError
 
 
+for _name in INVARIANTS:
+    register(_name, pack="toy")(lambda history, state: Verdict.holds("toy", "never run"))
+
+
 class Fake:
     """Runs and replays that return scripted verdicts; records what was asked."""
 
     def __init__(
         self,
-        runs: Mapping[tuple[str, int], Mapping[str, Any] | str],
+        runs: Mapping[tuple[str, int | None], Mapping[str, Any] | str],
         replays: list[Mapping[str, Any] | str] | None = None,
         *,
         unsettled: frozenset[int] = frozenset(),
+        events: Mapping[tuple[str, int], list[dict[str, Any]]] | None = None,
     ) -> None:
+        self.events = events or {}
         self.scripted = runs
         self.scripted_replays = replays or []
         self.unsettled = unsettled
         self.ran: list[tuple[str, int, Path]] = []
+        self.quiet: list[tuple[str, Path]] = []
         self.replayed: list[tuple[Path, int]] = []
 
     @staticmethod
@@ -75,10 +91,15 @@ class Fake:
             return Observed(trace, error=what)
         return Observed(trace, dict(what), settled)
 
-    async def run(self, variant: str, seed: int, out: Path) -> Observed:
+    async def run(self, variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        if not faults:  # scripted as (variant, None); holds unless told otherwise
+            self.quiet.append((variant, out))
+            return self._observed(out, self.scripted.get((variant, None), HELD))
         self.ran.append((variant, seed, out))
         what = self.scripted.get((variant, seed), HELD)
-        return self._observed(out, what, seed not in self.unsettled)
+        observed = self._observed(out, what, seed not in self.unsettled)
+        observed.events.extend(self.events.get((variant, seed), []))
+        return observed
 
     async def replay(self, trace: Path, times: int) -> list[Observed]:
         self.replayed.append((trace, times))
@@ -258,3 +279,118 @@ def test_payments_declares_exactly_once_for_no_idempotency() -> None:
     from chaos.scenario import load_scenario
 
     assert declared_catches(load_scenario("payments")) == {"no-idempotency": "exactly_once"}
+
+
+async def test_a_variant_that_fails_with_no_fault_is_not_a_variant(tmp_path: Path) -> None:
+    fake = Fake({("broken", None): DUPLICATED, ("broken", 1000): DUPLICATED})
+    report = await check(fake, tmp_path)
+    broken = report.variants["broken"]
+    assert broken.status == FAILS_WITHOUT_FAULTS
+    assert fake.quiet == [("broken", tmp_path / "broken-nofaults.trace")]
+    assert [v for v, _, _ in fake.ran] == ["golden"] * 3  # no seed of the variant ran
+    assert report.to_json()["variants"]["broken"]["no_faults"]["verdicts"] == DUPLICATED
+    assert report.exit_code == 1
+
+
+async def test_every_variant_runs_once_with_no_fault(tmp_path: Path) -> None:
+    fake = Fake({("broken", 1000): DUPLICATED})
+    report = await check(fake, tmp_path)
+    assert fake.quiet == [("broken", tmp_path / "broken-nofaults.trace")]
+    assert report.variants["broken"].no_faults is not None
+    assert report.variants["broken"].status == CAUGHT
+
+
+@pytest.mark.parametrize(("back", "status"), [(19, CAUGHT), (18, NOT_REPRODUCIBLE)])
+async def test_nineteen_of_twenty_replays_reproduce(back: int, status: str, tmp_path: Path) -> None:
+    fake = Fake({("broken", 1000): DUPLICATED}, [DUPLICATED] * back + [HELD] * (20 - back))
+    report = await check(fake, tmp_path, replays=20)
+    broken = report.variants["broken"]
+    assert (broken.status, broken.reproduced, broken.required) == (status, back, 19)
+
+
+@pytest.mark.parametrize(("replays", "needed"), [(1, 1), (2, 2), (5, 5), (20, 19), (40, 38)])
+def test_required_replays_is_95_percent_rounded_up(replays: int, needed: int) -> None:
+    assert required_replays(replays) == needed
+
+
+class Signalled(Toy):
+    signals: ClassVar[dict[str, tuple[Signal, ...]]] = {
+        "broken": (
+            Signal("a message came twice", process="consumer", f="charge", type="ok"),
+            Signal("the gateway logged a duplicate", process="gateway", match="dup(licate)?"),
+        )
+    }
+
+
+CHARGED = {"process": "consumer", "type": "ok", "f": "charge", "value": "o-1"}
+DUP_LOG = {"process": "gateway", "type": "info", "f": "log", "value": "charge o-1 duplicate"}
+
+
+async def test_declared_signals_show_in_the_catching_trace(tmp_path: Path) -> None:
+    fake = Fake({("broken", 1000): DUPLICATED}, events={("broken", 1000): [CHARGED, DUP_LOG]})
+    report = await check(fake, tmp_path, Signalled())
+    broken = report.variants["broken"]
+    assert broken.status == CAUGHT
+    assert [s["found"] for s in broken.signals] == [True, True]
+
+
+async def test_a_declared_signal_missing_from_the_trace_fails(tmp_path: Path) -> None:
+    fake = Fake({("broken", 1000): DUPLICATED}, events={("broken", 1000): [CHARGED]})
+    report = await check(fake, tmp_path, Signalled())
+    broken = report.variants["broken"]
+    assert broken.status == SIGNALS_MISSING
+    assert report.to_json()["variants"]["broken"]["signals"] == [
+        {"what": "a message came twice", "found": True},
+        {"what": "the gateway logged a duplicate", "found": False},
+    ]
+    assert report.exit_code == 1
+
+
+class SignalsForGolden(Toy):
+    signals: ClassVar[dict[str, tuple[Signal, ...]]] = {"golden": (Signal("x"),)}
+
+
+class BadSpace(Toy):
+    def fault_space(self, variant: str) -> FaultSpace:
+        raise ConfigError(f"faults.toml: no table [{variant}]")
+
+
+class UnknownInvariant(Toy):
+    invariants = ("exactly_once", "no_lost_messages", "nobody_registered_this")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "message"),
+    [
+        (SignalsForGolden(), "signals names 'golden', which is not a defective variant"),
+        (BadSpace(), r"no table \[golden\]"),
+        (UnknownInvariant(), "unknown invariant 'nobody_registered_this'"),
+    ],
+    ids=["signals-for-golden", "bad-fault-space", "unknown-invariant"],
+)
+async def test_every_declaration_is_checked_before_any_run(
+    scenario: Scenario, message: str, tmp_path: Path
+) -> None:
+    fake = Fake({})
+    with pytest.raises(ConfigError, match=message):
+        await check(fake, tmp_path, scenario)
+    assert fake.ran == []
+    assert fake.quiet == []
+
+
+async def test_a_validation_cut_off_keeps_what_it_measured(tmp_path: Path) -> None:
+    fake = Fake({("broken", 1001): DUPLICATED})
+
+    async def replay(trace: Path, times: int) -> list[Observed]:
+        raise ConfigError("cannot replay: the pack is gone")
+
+    report = ValidationReport("toy", GoldenCheck([]))
+    with pytest.raises(ConfigError):
+        await validate(Toy(), seeds=3, first_seed=1000, replays=2, out_dir=tmp_path,
+                       run=fake.run, replay=replay, report=report)  # fmt: skip
+    assert sorted(report.golden.runs) == [1000, 1001, 1002]
+    assert report.variants["broken"].seed == 1001
+    assert not report.complete
+    assert not report.valid
+    trace = report.to_json()["variants"]["broken"]["trace"]
+    assert trace == str(tmp_path / "broken-seed1001.trace")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -141,7 +142,131 @@ def test_tables_name_every_seed_variant_result_and_trace(tmp_path: Path) -> None
     text = " ".join(console.file.getvalue().split())
     for fragment in (
         "1000", "1001", "VIOLATED", "did NOT hold", "no-idempotency", "not reproducible",
-        "1/2", "no_lost_messages", "payments INVALID",
+        "1/2", "no_lost_messages", "payments FAILED validation",
     ):  # fmt: skip
         assert fragment in text
     assert report.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [([], "give a scenario"), (["payments", "--all"], "not both")],
+    ids=["neither", "both"],
+)
+def test_a_scenario_or_all(
+    args: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = chaos_exit(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert_one_line_error(err, fragment)
+
+
+def _scripted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, bool]]:
+    """Runs that hold for golden and violate exactly_once for a defect; replays that fail
+    late, as a replay that cannot find the pack did."""
+    from chaos import _cli_validate
+    from chaos.errors import ConfigError
+
+    ran: list[tuple[str, int, bool]] = []
+
+    def fake_run(scenario: object, progress: object = None) -> object:
+        async def run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+            ran.append((variant, seed, faults))
+            broken = variant != "golden" and faults
+            return Observed(out, {"exactly_once": not broken, "no_lost_messages": True})
+
+        return run
+
+    def fake_replay(progress: object = None, scenario: object = None) -> object:
+        async def replay(trace: Path, times: int) -> list[Observed]:
+            raise ConfigError(f"cannot replay {trace}: the pack is gone")
+
+        return replay
+
+    monkeypatch.setattr(_cli_validate, "real_run", fake_run)
+    monkeypatch.setattr(_cli_validate, "real_replay", fake_replay)
+    return ran
+
+
+def test_a_late_failure_still_prints_what_was_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran = _scripted(monkeypatch)
+    code, out, err = chaos_exit(
+        capsys, "payments", "--seeds", "2", "--replays", "1", "--out-dir", str(tmp_path), "--json"
+    )
+    assert code == 2
+    assert_one_line_error(err, "the pack is gone")
+    report = json.loads(out)
+    assert report["complete"] is False
+    assert report["valid"] is False
+    assert "the pack is gone" in report["error"]
+    assert sorted(report["golden"]["runs"]) == ["1000", "1001"]
+    variant = report["variants"]["no-idempotency"]
+    assert variant["seed"] == 1000
+    assert variant["no_faults"]["verdicts"]["exactly_once"] is True
+    assert ("no-idempotency", 1000, False) in ran
+
+
+def test_a_late_failure_prints_the_partial_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _scripted(monkeypatch)
+    code, out, _err = chaos_exit(
+        capsys, "payments", "--seeds", "2", "--replays", "1", "--out-dir", str(tmp_path)
+    )
+    assert code == 2
+    text = " ".join(out.split())
+    for fragment in ("1000", "1001", "no-idempotency", "validation stopped early",
+                     "the pack is gone", "payments incomplete"):  # fmt: skip
+        assert fragment in text
+
+
+def test_all_validates_every_builtin_pack_in_one_json_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaos import _cli_validate
+    from chaos.scenario import builtin_scenarios, load_scenario
+
+    ran: list[tuple[str, str, bool]] = []
+
+    def fake_run(scenario: Any, progress: object = None) -> object:
+        async def run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+            ran.append((scenario.id, variant, faults))
+            caught = scenario.catches.get(variant) if faults else None
+            return Observed(out, {name: name != caught for name in scenario.invariants})
+
+        return run
+
+    def fake_replay(progress: object = None, scenario: Any = None) -> object:
+        async def replay(trace: Path, times: int) -> list[Observed]:
+            variant = trace.name.split("-seed")[0]
+            caught = scenario.catches[variant]
+            return [Observed(trace, {caught: False})] * times
+
+        return replay
+
+    monkeypatch.setattr(_cli_validate, "real_run", fake_run)
+    monkeypatch.setattr(_cli_validate, "real_replay", fake_replay)
+    code, out, _err = chaos_exit(
+        capsys, "--all", "--seeds", "2", "--replays", "2", "--out-dir", str(tmp_path), "--json"
+    )
+    data = json.loads(out)
+    packs = builtin_scenarios()
+    assert sorted(data["packs"]) == packs
+    for name in packs:
+        scenario = load_scenario(name)
+        report = data["packs"][name]
+        assert report["golden"]["held"] is True
+        assert sorted(report["variants"]) == sorted(scenario.catches)
+        for variant, check in report["variants"].items():
+            assert (name, variant, False) in ran  # each ran once with no fault
+            assert check["caught"] is True
+            # No fake event carries a declared signal: a pack that declares some fails.
+            expected = "diagnosis signals missing" if scenario.signals.get(variant) else "caught"
+            assert check["status"] == expected
+        assert (tmp_path / name).is_dir()  # --all: DIR/SCENARIO
+    any_signals = any(load_scenario(n).signals for n in packs)
+    assert code == (1 if any_signals else 0)
+    assert data["valid"] is (not any_signals)

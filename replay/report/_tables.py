@@ -46,8 +46,16 @@ def header_block(trace: Trace) -> str:
         else "?"
     )
     text, css = status(trace)
+    pack = (
+        f" <span class=dim>pack {get('scenario_path')}</span>"
+        if h.get("scenario_builtin") is False
+        else ""
+    )
     rows = [
-        ("scenario", f"{get('scenario_id')} <span class=dim>hash {get('scenario_hash')}</span>"),
+        (
+            "scenario",
+            f"{get('scenario_id')} <span class=dim>hash {get('scenario_hash')}</span>{pack}",
+        ),
         ("variant", get("variant")),
         ("seed", get("seed")),
         ("status", f'<span class="badge {css}">{esc(text)}</span>'),

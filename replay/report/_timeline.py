@@ -10,7 +10,7 @@
     fault spans
       consumer-postgres  partition  +1.234s .. +3.456s  (2.222s)
     verdicts
-      exactly_once  INVALID  charge_customer ran 2 times for order 17
+      exactly_once  VIOLATED  charge_customer ran 2 times for order 17
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from chaos.errors import ConfigError
 from invariants.history import NEMESIS
+from invariants.verdict import verdict_word
 from replay.trace import Trace, is_infrastructure
 from replay.trace.text import atom, clip, fields, seconds
 
@@ -57,7 +58,8 @@ def _header_lines(trace: Trace) -> list[str]:
     return [
         f"trace     {get('scenario_id')}  variant {get('variant')}  seed {get('seed')}",
         f"status    {_status(trace)}",
-        f"scenario  hash {get('scenario_hash')}",
+        f"scenario  hash {get('scenario_hash')}"
+        + (f"  pack {h['scenario_path']}" if h.get("scenario_builtin") is False else ""),
         f"harness   {get('harness_version')}  python {get('python_version')}",
         f"versions  {clip(pinned, 200)}",
         f"created   {get('created')}  format v{trace.version}",
@@ -122,10 +124,8 @@ def _span_lines(spans: list[FaultSpan]) -> list[str]:
 
 def _verdict_lines(verdicts: list[dict[str, Any]]) -> list[str]:
     lines = ["verdicts" if verdicts else "verdicts  (none recorded)"]
-    labels = {True: "VALID", False: "INVALID"}
     for v in verdicts:
-        valid = v.get("valid")
-        label = labels[valid] if isinstance(valid, bool) else str(valid).upper()
+        label = verdict_word(v.get("valid"))
         lines.append(f"  {atom(v.get('name', '?'))}  {label}  {fields(v.get('explanation'))}")
         if v.get("evidence") not in (None, {}, [], ""):
             lines.append(f"    evidence: {fields(v['evidence'])}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from invariants.verdict import verdict_word
+
 from ._html import esc, esc_fields
 
 _MAX_ITEMS = 40
@@ -13,11 +15,8 @@ _MAX_DEPTH = 5
 
 def verdict_label(valid: object) -> tuple[str, str]:
     """(text, css class) of a verdict's ``valid``: held, VIOLATED or unknown."""
-    if valid is True:
-        return "held", "held"
-    if valid is False:
-        return "VIOLATED", "violated"
-    return "unknown", "unknown"
+    word = verdict_word(valid)
+    return word, word.lower()
 
 
 def _scalar(value: Any, marks: frozenset[str]) -> str:

@@ -116,7 +116,7 @@ def test_a_crashed_candidate_restarts_in_its_sandbox_and_still_holds(
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout)
     assert run["held"]
-    assert [e["kind"] for e in run["schedule"]] == ["crash"]
+    assert [e["kind"] for e in run["schedule"]["events"]] == ["crash"]
     assert run["candidate"]["starts"] == 2
     assert run["candidate"]["contained"] == []
     assert leftovers() == []

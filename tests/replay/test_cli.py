@@ -104,7 +104,7 @@ def test_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"scenario_id": "no_such_scenario"}, "not available"),
+        ({"scenario_id": "no_such_scenario"}, "is not a built-in"),
         ({"variant": "teleporting"}, "no variant 'teleporting'"),
         ({"seed": "seven"}, "no valid seed"),
     ],
@@ -213,3 +213,30 @@ def test_replays_are_written_beside_the_original() -> None:
     original = Path("traces/payments-golden-seed7.trace")
     assert replay_path(original, 1) == Path("traces/payments-golden-seed7.replay-1.trace")
     assert replay_path(Path("/x/run.bin"), 12) == Path("/x/run.bin.replay-12.trace")
+
+
+def test_a_folder_pack_that_is_gone_names_the_path_looked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = tmp_path / "packs" / "tally"
+    header = payments_header(scenario_id="tally", scenario_path=str(gone), scenario_builtin=False)
+    trace = write_trace(tmp_path / "t.trace", header)
+    code, out, err = chaos_exit(capsys, str(trace))
+    assert code == 2
+    assert out == ""
+    assert_one_line_error(err, f"was loaded from {gone}", str(gone / "scenario.py"), "--scenario")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "message"),
+    [("nosuch_pack_dir", "--scenario nosuch_pack_dir: unknown scenario"),
+     ("leases", "--scenario leases is scenario 'leases', the trace recorded 'payments'")],
+    ids=["missing", "other-id"],
+)  # fmt: skip
+def test_scenario_override_is_checked(
+    scenario: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path / "t.trace")
+    code, _, err = chaos_exit(capsys, str(trace), "--scenario", scenario)
+    assert code == 2
+    assert_one_line_error(err, message)

@@ -41,4 +41,4 @@ def test_json_carries_each_replay() -> None:
     data = report(outcome(1, True)).to_json()
     assert data["fidelity"] == 1.0
     assert data["replays"][0]["trace"] == "t.replay-1.trace"
-    assert data["recorded"] == [VIOLATED]
+    assert data["recorded"] == [{**VIOLATED, "verdict": "VIOLATED"}]

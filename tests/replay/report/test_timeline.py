@@ -97,9 +97,9 @@ def test_full_timeline() -> None:
                             "(2.222s)"]  # fmt: skip
     assert any(line.split() == ["orders", "kill", "+4.000s", "..", "(never", "healed)"]
                for line in lines)  # fmt: skip
-    assert "  exactly_once  INVALID  order 17 charged 2 times" in lines
-    assert "  no_lost_orders  VALID  all 2 orders present" in lines
-    assert "  balance  UNKNOWN  checker crashed: KeyError" in lines
+    assert "  exactly_once  VIOLATED  order 17 charged 2 times" in lines
+    assert "  no_lost_orders  held  all 2 orders present" in lines
+    assert "  balance  unknown  checker crashed: KeyError" in lines
 
 
 def test_faults_only() -> None:
@@ -108,7 +108,7 @@ def test_faults_only() -> None:
     assert "events (3 of 9)" in text
     assert {row[1] for row in rows} == {"nemesis"}
     assert "fault spans" in text
-    assert "exactly_once  INVALID" in text
+    assert "exactly_once  VIOLATED" in text
 
 
 def test_ops_only() -> None:
