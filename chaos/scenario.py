@@ -30,6 +30,7 @@ from chaos.context import Subject
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.sandbox.candidate import Limits
+from chaos.services.images import Image
 from faults.space import FaultSpace
 from invariants import Invariant, get
 
@@ -182,6 +183,9 @@ class Scenario(ABC):
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
+    #: The container images ``ctx.start_container`` may run (references, or ``Image``s that
+    #: build themselves); every run checks them before it starts anything.
+    images: ClassVar[tuple[str | Image, ...]] = ()
 
     path: Path = BUILTIN_ROOT
 
