@@ -219,7 +219,7 @@ class RunContext:
         env: Mapping[str, str] | None = None,
         ready_line: str | None = None,
         wait: bool = True,
-    ) -> ManagedProcess:
+    ) -> ManagedProcess | ContainerService:
         """Start a service under test (its wall clock skewable) and wait until it prints
         ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
         at once). It is stopped and reaped when the run ends. In a graded run the candidate's

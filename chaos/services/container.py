@@ -98,6 +98,7 @@ class ContainerService:
         on_exit: ExitHook | None,
         create: Mapping[str, Any] | None,
         tail_lines: int = 200,
+        strict_ready: bool = True,
     ) -> None:
         self.name = name
         self.image = image
@@ -111,6 +112,8 @@ class ContainerService:
         self._stop_grace = stop_grace
         self._on_exit = on_exit
         self._create = dict(create or {})
+        #: Whether an exit before the ready line is an error (else the ready probe decides).
+        self.strict_ready = strict_ready
         self.faketime = faketime
         self.tail = LogTail(tail_lines)
         self.starts = 0
@@ -214,6 +217,7 @@ class ContainerService:
         create_kwargs = {
             k: self._create.pop(k) for k in ("user", "working_dir") if k in self._create
         }
+        self._create.setdefault("init", True)  # tini: signals reach the program as usual
         host_config = api.create_host_config(
             network_mode=f"container:{self.holder_id}",
             binds=binds,
@@ -331,7 +335,7 @@ class ContainerService:
     async def _await_ready(self, cur: _Incarnation) -> None:
         with trio.move_on_after(self._ready_timeout):
             while True:
-                if cur.exited.is_set():
+                if cur.exited.is_set() and self.strict_ready:
                     raise ServiceError(
                         f"container {self.name} ({self.image}) exited with code "
                         f"{cur.returncode} before it was ready: {self.tail.last()}",
@@ -452,6 +456,8 @@ async def open_container(
     create: Mapping[str, Any] | None = None,
     wait_ready: bool = True,
     before_start: Callable[[ContainerService], None] | None = None,
+    service_class: type[ContainerService] | None = None,
+    strict_ready: bool = True,
 ) -> AsyncIterator[ContainerService]:
     """Run ``image`` as service ``name`` until the block ends; removed however it ends.
 
@@ -463,7 +469,7 @@ async def open_container(
         raise ConfigError(f"command must be a list of strings, got {command!r}")
     with unwrapped_errors():
         async with trio.open_nursery() as nursery:
-            service = ContainerService(
+            service = (service_class or ContainerService)(
                 name,
                 image,
                 nursery=nursery,
@@ -477,6 +483,7 @@ async def open_container(
                 faketime=faketime,
                 on_exit=on_exit,
                 create=create,
+                strict_ready=strict_ready,
             )
             try:
                 await service.create()
