@@ -184,10 +184,13 @@ class ContainerService:
         api = self._client.api
         holder = holder_image().ref
         await trio.to_thread.run_sync(check_images, [holder_image()])
+        registration = registry.current()
+        base = f"chaos-{registration.run_id}-{self.name}" if registration is not None else None
+        self._base_name = base
         created = await self._call(
             api.create_container,
             holder,
-            name=None,
+            name=f"{base}-net" if base else None,
             labels={**_labels(self.name), "chaos.role": "holder"},
             host_config=api.create_host_config(network_mode="none", init=False),
         )
@@ -230,6 +233,7 @@ class ContainerService:
             environment=env,
             labels=_labels(self.name),
             host_config=host_config,
+            name=self._base_name,
             stdin_open=False,
             tty=False,
             **create_kwargs,
@@ -269,9 +273,8 @@ class ContainerService:
         api = self._client.api
         cur = _Incarnation()
         stream = await self._call(
-            api.attach, self.container_id, stdout=True, stderr=True, stream=True, logs=False,
-            demux=True,
-        )  # fmt: skip
+            api.attach_socket, self.container_id, {"stdout": 1, "stderr": 1, "stream": 1}
+        )
         await self._call(api.start, self.container_id)
         info = await self._call(api.inspect_container, self.container_id)
         cur.pid = int(info["State"]["Pid"]) or None
@@ -284,20 +287,26 @@ class ContainerService:
         if wait_ready:
             await self._await_ready(cur)
 
-    def _read(self, cur: _Incarnation, stream: Any) -> None:
+    def _read(self, cur: _Incarnation, sock: Any) -> None:
         """Worker thread: the container's output, line by line, then its exit status."""
+        from docker.utils.socket import STDERR, frames_iter
+
         buffers = {"stdout": b"", "stderr": b""}
         try:
-            for out, err in stream:
-                for name, chunk in (("stdout", out), ("stderr", err)):
-                    if not chunk:
-                        continue
-                    data = buffers[name] + chunk
-                    *lines, buffers[name] = data.split(b"\n")
-                    if lines:
-                        self._to_trio(self._emit_lines, name, lines)
+            for stream_id, chunk in frames_iter(sock, tty=False):
+                name = "stderr" if stream_id == STDERR else "stdout"
+                if not chunk:
+                    continue
+                data = buffers[name] + chunk
+                *lines, buffers[name] = data.split(b"\n")
+                if lines:
+                    self._to_trio(self._emit_lines, name, lines)
         except Exception:  # the connection closed under us: the container is going away
             pass
+        finally:
+            for closable in (sock, getattr(sock, "_sock", None)):
+                with suppress(Exception):
+                    closable.close()
         for name, rest in buffers.items():
             if rest:
                 self._to_trio(self._emit_lines, name, [rest])
