@@ -304,7 +304,7 @@ class ContainerService:
         except Exception:  # the connection closed under us: the container is going away
             pass
         finally:
-            for closable in (sock, getattr(sock, "_sock", None)):
+            for closable in (sock, getattr(sock, "_sock", sock)):
                 with suppress(Exception):
                     closable.close()
         for name, rest in buffers.items():
