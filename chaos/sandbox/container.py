@@ -7,7 +7,7 @@ else: no harness, no pack, no trace, no key is in it), with:
 - a read-only root, and one writable folder: ``/scratch`` (its home, cwd and ``TMPDIR``), a
   tmpfs of ``file_size_mb``; it survives a crash fault's restart, as a disk would;
 - cgroup limits: memory (``memory_mb``, no swap), processes (``pids_limit``), one CPU; and
-  rlimits: CPU seconds, file size, address space, open files, no core files;
+  rlimits: CPU seconds, file size, open files, no core files;
 - user ``nobody`` (65534), every capability dropped, ``no-new-privileges``, ``tini`` as init
   (so SIGTERM reaches the program as it would outside);
 - no network of its own: the namespace of a holder container, which holds loopback, its
@@ -188,7 +188,7 @@ class _Site:
         create: dict[str, Any] = {
             "binds": {str(program_dir): {"bind": CANDIDATE_DIR, "mode": "ro"}},
             "read_only": True,
-            "tmpfs": {SCRATCH: f"size={limits.file_size_mb + 16}m,mode=1777"},
+            "tmpfs": {SCRATCH: f"size={limits.file_size_mb + 16}m,mode=1777,uid=65534,gid=65534"},
             "mem_limit": memory,
             "memswap_limit": memory,
             "pids_limit": limits.processes,
@@ -199,7 +199,6 @@ class _Site:
             "ulimits": [
                 Ulimit(name="cpu", soft=cpu, hard=cpu + 1),
                 Ulimit(name="fsize", soft=fsize, hard=fsize),
-                Ulimit(name="as", soft=memory, hard=memory),
                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
                 Ulimit(name="core", soft=0, hard=0),
             ],
