@@ -368,20 +368,28 @@ class _Site:
                 self._check(tick)
 
     def _cgroup(self, controller: str) -> Path | None:
+        """The container's cgroup folder of ``controller`` (v1), or its v2 folder; None
+        when it is not running (a pid read then could be anyone's)."""
         box = self.service
         pid = box.pid if box is not None else None
-        if pid is None or box is None or not box.running:
+        cid = box.container_id if box is not None else None
+        if pid is None or box is None or cid is None or not box.running:
             return None
         try:
             lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
         except OSError:
             return None
+        unified = None
         for line in lines:
             _, controllers, path = line.split(":", 2)
+            if cid not in path:
+                continue  # not the container's (its pid ended, and was reused)
             if controller in controllers.split(","):
                 return Path("/sys/fs/cgroup", controller, path.lstrip("/"))
-            if controllers == "" and not any(":" + controller in x for x in lines):
-                return Path("/sys/fs/cgroup", path.lstrip("/"))
+            if controllers == "":
+                unified = Path("/sys/fs/cgroup", path.lstrip("/"))
+        if unified is not None and (unified / "cgroup.controllers").exists():
+            return unified
         return None
 
     def _read(self, controller: str, *names: str) -> str | None:
