@@ -6,6 +6,7 @@ pack's own: the code in the image, the workload, the fault spaces, the checkers.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from chaos.context import RunContext
@@ -42,6 +43,10 @@ class PaymentsDocker(Payments):
     images = (IMAGE,)
     signals: dict[str, tuple[Signal, ...]] = {}
     task = None
+
+    def content_hash(self) -> str:
+        """This folder's hash and the image's (which hashes the payments code it runs)."""
+        return hashlib.sha256(f"{super().content_hash()}\0{IMAGE.ref}".encode()).hexdigest()
 
     def checkers(self) -> list[Invariant]:
         return [get(name, pack="payments") for name in self.invariants]

@@ -90,3 +90,11 @@ def test_validate_holds_the_golden_and_catches_the_variant(
     done = chaos("validate", "payments_docker", "--seeds", "2", "--replays", "1", "--json",
                  cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_search_finds_the_variants_violation(payments_image: str, tmp_path: Path) -> None:
+    done = chaos("search", "payments_docker", "--variant", "no-idempotency", "--max-examples",
+                 "4", "--max-shrinks", "2", "--json", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    assert found["found"] is True, found
