@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from chaos.services.images import docker_client
 
 PACK = '''
@@ -158,3 +160,26 @@ def test_containers_of_a_sigkilled_run_are_reaped_by_chaos_gc(
     assert gc.stdout.count("removed container") == 2, gc.stdout
     assert "2 container(s)" in gc.stdout
     assert api.containers(all=True, filters=label) == []
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signalled_run_removes_its_containers(
+    payments_image: str, tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    command = ["python", "-c", "import time; time.sleep(600)"]  # never ready
+    pack = write_pack(tmp_path, image=payments_image, command=command)
+    env = {**os.environ, "CHAOS_REGISTRY_DIR": str(tmp_path / "registry")}
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "chaos", "run", str(pack), "--seed", "1"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120  # a hang guard
+    while len(left_by(tmp_path)) < 2:
+        assert harness.poll() is None, "the run ended before its containers started"
+        assert time.monotonic() < deadline, "no container started"
+        time.sleep(0.1)
+    harness.send_signal(sig)
+    _, err = harness.communicate(timeout=120)
+    assert harness.returncode == code, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert left_by(tmp_path) == []
