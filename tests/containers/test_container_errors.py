@@ -19,6 +19,8 @@ from chaos.scenario import Scenario
 from invariants import History, Verdict, register
 from scenarios.payments_docker.scenario import IMAGE
 
+pytestmark = pytest.mark.docker
+
 
 @register("nothing", pack="boxes")
 def nothing(history: History, final_state) -> Verdict:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import trio
 
 from chaos.services import SkewFile, open_run_dir
 from chaos.services.container import open_container
 from chaos.services.images import docker_client
+
+pytestmark = pytest.mark.docker
 
 TICKER = (
     "import time\n"

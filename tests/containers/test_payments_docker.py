@@ -15,7 +15,7 @@ from chaos.services.images import docker_client
 from faults.schedule import generate
 from replay.trace import read_trace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 
 def chaos(

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from chaos.errors import ConfigError
-from chaos.grading import Grade, GradeOptions, choose_seeds, run_grade
+from chaos.grading import Grade, GradeOptions, choose_seeds, read_key, run_grade
 from chaos.sandbox.candidate import Limits, Program
 from chaos.sandbox.container import candidate_image
 from chaos.sandbox.graded import make_sandbox
@@ -19,8 +19,9 @@ from replay.trace import read_trace
 from tests.containers.conftest import require_docker
 
 from .conftest import CANDIDATES
+from .test_graded_runs import _read_secrets
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 ADVERSARIES = {
     "fork_bomb": "processes",
@@ -54,18 +55,27 @@ def graded(
     assert payments.task is not None
     make_sandbox("docker", None, payments.task.libraries).check()  # builds the images once
     tmp = tmp_path_factory.mktemp("docker-sandbox")
+    key = tmp / "heldout.key"
+    key.write_text("an adversary never reads this key\n")
+    key.chmod(0o600)
     programs = {name: CANDIDATES / f"{name}.py" for name in ADVERSARIES}
     programs.update(golden=golden, starter=starter, dial_direct=dial_direct)
+    programs["read_secrets"] = _read_secrets(tmp, payments, key, tmp)
     results: dict[str, Grade] = {}
     limiter = trio.CapacityLimiter(4)
 
     async def one(name: str, program: Path) -> None:
+        if name == "read_secrets":
+            choice = choose_seeds(payments, key=read_key(key), heldout=1)
+        else:
+            choice = choose_seeds(payments, seeds=[1])
         options = GradeOptions(
             payments,
             Program.from_path(program),
-            choose_seeds(payments, seeds=[1]),
+            choice,
             limits=Limits(cpu_s=8.0),
             out_dir=tmp / name,
+            hidden=(key,),
             sandbox="docker",
         )
         (tmp / name).mkdir()
@@ -123,6 +133,25 @@ def test_the_starter_runs_and_gets_0(graded: tuple[dict[str, Grade], list[str]])
     starts = [e for e in read_trace(Path(seed.trace)).events
               if e.get("process") == "service:consumer" and e.get("f") == "start"]  # fmt: skip
     assert starts[0]["value"]["candidate"] is True
+
+
+def test_the_pack_traces_key_and_other_processes_are_out_of_reach(
+    graded: tuple[dict[str, Grade], list[str]],
+) -> None:
+    results, _ = graded
+    result = results["read_secrets"]
+    (seed,) = result.seeds
+    assert result.seed_set == "heldout"
+    assert seed.trace is not None
+    lines = [
+        str(e.get("value"))
+        for e in read_trace(Path(seed.trace)).events
+        if e.get("process") == "service:consumer" and e.get("f") == "log"
+    ]
+    assert [line for line in lines if line.startswith("SECRET-READ")] == [], lines
+    assert len([line for line in lines if line.startswith("SECRET-DENIED")]) == 6, lines
+    (shm,) = [line for line in lines if line.startswith("SHM-LIST")]
+    assert "chaos-" not in shm
 
 
 def test_isolation_does_not_go_with_the_docker_sandbox() -> None:
