@@ -21,8 +21,8 @@ or not built on glibc, ignore it).
 
 Removal: every container carries the labels ``chaos.run`` (the run id) and ``chaos.registry``;
 the service and its holder are removed (``docker rm -f``) on every exit path of the ``async
-with``, and ``reap_run_containers`` removes those of a run that died (SIGKILL): the registry's
-reaper calls it for every stale run, ``chaos gc`` also for runs whose registration is gone.
+with``, and ``_container_reap`` removes those of a run that died (SIGKILL): the registry's
+reaper for every stale run, ``chaos gc`` also for runs whose registration is gone.
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ class ContainerService:
         )
         self.container_id = created["Id"]
 
-    def serve(self, proxy: Any, addresses: Sequence[tuple[str, int]] = ()) -> None:
+    def serve(self, proxy: Any) -> None:
         """Let the service reach ``proxy`` at its listen address, inside its namespace."""
         assert self.netns is not None
         host, _, port = proxy.listen.rpartition(":")
