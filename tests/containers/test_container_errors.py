@@ -13,13 +13,13 @@ import pytest
 
 from chaos.services.images import docker_client
 
+pytestmark = pytest.mark.docker
+
 PACK = '''
 from chaos.context import RunContext
 from chaos.scenario import Scenario
 from invariants import History, Verdict, register
 from scenarios.payments_docker.scenario import IMAGE
-
-pytestmark = pytest.mark.docker
 
 
 @register("nothing", pack="boxes")
@@ -185,3 +185,25 @@ def test_a_signalled_run_removes_its_containers(
     assert harness.returncode == code, err
     assert len(err.strip().splitlines()) == 1, err
     assert left_by(tmp_path) == []
+
+
+def test_chaos_gc_removes_containers_whose_run_has_no_registration(tmp_path: Path) -> None:
+    from chaos.services.images import check_images, holder_image
+
+    from .conftest import require_docker
+
+    require_docker()
+    check_images([holder_image()])
+    registry = tmp_path / "registry"
+    registry.mkdir(mode=0o700)
+    api = docker_client().api
+    labels = {"chaos.registry": str(registry), "chaos.run": "1-2-3", "chaos.service": "lost"}
+    no_network = api.create_host_config(network_mode="none")
+    created = api.create_container(holder_image().ref, labels=labels, host_config=no_network)
+    api.start(created["Id"])
+    env = {**os.environ, "CHAOS_REGISTRY_DIR": str(registry)}
+    gc = subprocess.run([sys.executable, "-m", "chaos", "gc"], cwd=tmp_path, env=env,
+                        capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+    assert gc.returncode == 0, gc.stderr
+    assert f"removed container {created['Id'][:12]} of unregistered run 1-2-3" in gc.stdout
+    assert api.containers(all=True, filters={"id": created["Id"]}) == []
