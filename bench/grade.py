@@ -8,9 +8,11 @@ absolute numbers are noisy, ratios less so):
    consumer) and graded (`chaos run --impl`, the same code as a sandboxed candidate),
    alternately; target <= 10 % of a run's wall time;
 3. one grade repeated five times (the golden and the no-idempotency variant): the spread
-   of its reward, which must be 0.
+   of its reward, which must be 0;
+4. the container sandbox's cost per run (``--sandbox docker``): the same seeds graded in the
+   process sandbox and in a container, alternately (needs a Docker daemon; skipped without).
 
-Usage: python bench/grade.py [--seeds 8] [--pairs 6] [--repeats 5] [--skip 1,2,3]
+Usage: python bench/grade.py [--seeds 8] [--pairs 6] [--repeats 5] [--skip 1,2,3,4]
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ def _plain(scenario: Scenario, seed: int, trace: Path) -> RunResult:
     return trio.run(run_scenario, RunOptions(scenario, seed, out=trace))
 
 
-def _graded(scenario: Scenario, golden: Path, seed: int, trace: Path) -> RunResult:
-    candidate = make_candidate(scenario, golden)
+def _graded(
+    scenario: Scenario, golden: Path, seed: int, trace: Path, sandbox: str | None = None
+) -> RunResult:
+    candidate = make_candidate(scenario, golden, sandbox_kind=sandbox)
     graded = trio.run(run_graded, RunOptions(scenario, seed, out=trace, candidate=candidate))
     assert graded.result is not None
     return graded.result
@@ -103,6 +107,51 @@ def overhead(scenario: Scenario, golden: Path, seeds: list[int], out: Path) -> N
     print(f"   held: plain {held['plain']}/{n}, graded {held['graded']}/{n}")
 
 
+def docker_overhead(scenario: Scenario, golden: Path, seeds: list[int], out: Path) -> None:
+    from chaos.services.images import daemon_available
+
+    why = daemon_available()
+    print(f"4. container sandbox cost per run: {len(seeds)} seeds, each graded in the process "
+          "sandbox then in a container")  # fmt: skip
+    if why is not None:
+        print(f"   skipped: {why}")
+        return
+    make_candidate(scenario, golden, sandbox_kind="docker")  # builds its images first
+    kinds = ("process", "docker")
+    walls: dict[str, list[float]] = {k: [] for k in kinds}
+    phases: dict[str, dict[str, list[float]]] = {k: {p: [] for p in PHASES} for k in kinds}
+    held = dict.fromkeys(kinds, 0)
+    for seed in seeds:
+        for kind in kinds:
+            started = time.monotonic()
+            result = _graded(scenario, golden, seed, out / f"{kind}-{seed}.trace", kind)
+            walls[kind].append(time.monotonic() - started)
+            held[kind] += result.held
+            for phase in PHASES:
+                phases[kind][phase].append(result.timings.get(phase, 0.0))
+    print(f"   {'':10} {'process':>8} {'docker':>8} {'docker - process':>17}")
+    rows = [("wall", walls["process"], walls["docker"])]
+    rows += [(p, phases["process"][p], phases["docker"][p]) for p in PHASES]
+    for name, a_values, b_values in rows:
+        a, b = statistics.median(a_values), statistics.median(b_values)
+        print(f"   {name:10} {a:7.2f}s {b:7.2f}s {b - a:+16.2f}s")
+    fixed = {
+        k: statistics.median(
+            sum(phases[k][p][i] for p in ("setup", "teardown")) for i in range(len(seeds))
+        )
+        for k in kinds
+    }
+    wall = statistics.median(walls["process"])
+    extra = fixed["docker"] - fixed["process"]
+    print(
+        f"   container overhead (setup+teardown, medians): {extra:+.2f} s per run = "
+        f"{100 * extra / wall:+.1f} % of a process-sandboxed run's {wall:.2f} s; whole runs: "
+        f"{100 * (statistics.median(walls['docker']) / wall - 1):+.1f} %"
+    )
+    n = len(seeds)
+    print(f"   held: process {held['process']}/{n}, docker {held['docker']}/{n}")
+
+
 def repeats(
     scenario: Scenario, programs: dict[str, Path], seeds: list[int], times: int, out: Path
 ) -> None:
@@ -141,6 +190,8 @@ def main() -> None:
         if 3 not in skip:
             programs = {"golden": golden, "no-idempotency": variant}
             repeats(scenario, programs, [1, 2, 3, 4], args.repeats, work)
+        if 4 not in skip:
+            docker_overhead(scenario, golden, list(range(first, first + args.pairs)), work)
 
 
 if __name__ == "__main__":

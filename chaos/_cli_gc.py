@@ -27,9 +27,14 @@ def print_report(report: GcReport) -> None:
             print(f"  removed {path}")
         for path in reaped.dirs:
             print(f"  removed {path}/")
+        for container in reaped.containers:
+            print(f"  removed container {container}")
         if reaped.empty:
             print("  nothing was left")
     for orphan in report.orphans:
+        if "container" in orphan:
+            print(f"removed container {orphan['container']} of unregistered run {orphan['run']}")
+            continue
         pid, run, command = orphan["pid"], orphan["run"], orphan["command"]
         print(f"killed pid {pid} of unregistered run {run}: {command}")
     for error in report.errors:
@@ -40,9 +45,13 @@ def print_report(report: GcReport) -> None:
         n_killed = sum(len(r.killed) for r in report.reaped) + len(report.orphans)
         dirs = sum(len(r.dirs) for r in report.reaped)
         files = sum(len(r.files) + len(r.sysv) for r in report.reaped)
+        containers = sum(len(r.containers) for r in report.reaped)
+        containers += sum(1 for o in report.orphans if "container" in o)
+        n_killed -= sum(1 for o in report.orphans if "container" in o)
+        boxes = f", {containers} container(s)" if containers else ""
         print(
             f"reaped {runs} dead run(s): {n_killed} process(es), {dirs} dir(s), "
-            f"{files} shm file(s)/segment(s){live}"
+            f"{files} shm file(s)/segment(s){boxes}{live}"
         )
     else:
         print(f"nothing to reap in {report.registry}{live}")

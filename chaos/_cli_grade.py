@@ -25,8 +25,7 @@ from chaos.grading import (
     run_grade,
 )
 from chaos.sandbox.candidate import Limits, Program
-from chaos.sandbox.graded import task_of
-from chaos.sandbox.process import ProcessSandbox
+from chaos.sandbox.graded import make_sandbox, task_of
 from chaos.scenario import load_scenario
 from chaos.sweep import parse_seeds
 
@@ -59,6 +58,7 @@ def grade_command(
     out_dir: Path | None,
     junit: Path | None,
     as_json: bool,
+    sandbox_kind: str | None = None,
 ) -> int:
     """Grade; print a table (or one JSON object); return the exit code."""
     loaded = load_scenario(scenario)
@@ -74,7 +74,7 @@ def grade_command(
     choice = choose_seeds(loaded, seeds=seeds, public=public, key=key, heldout=heldout)
     jobs = check_jobs(jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2))
     limits = Limits.parse(limit_texts, task.limits)
-    sandbox = ProcessSandbox(isolation)
+    sandbox = make_sandbox(sandbox_kind, isolation, task.libraries)
     sandbox.check(program)
     _check_junit(junit)
     err = Console(stderr=True, highlight=False)
@@ -97,6 +97,7 @@ def grade_command(
         limits=limits,
         isolation=isolation,
         out_dir=folder,
+        sandbox=sandbox_kind,
         hidden=(key_path.resolve(),) if key_path is not None else (),
         progress=progress,
     )

@@ -31,6 +31,11 @@ def check_external(postgres_dsn: str | None, nats_url: str | None) -> None:
         external_nats(nats_url)
 
 
+_NOT_GRADED: tuple[Path | None, list[str], str | None, list[Path], str | None] = (
+    None, [], None, [], None,
+)  # fmt: skip
+
+
 def run_command(
     scenario: str,
     seed: int,
@@ -39,7 +44,7 @@ def run_command(
     as_json: bool,
     postgres_dsn: str | None,
     nats_url: str | None,
-    graded: tuple[Path | None, list[str], str | None, list[Path]] = (None, [], None, []),
+    graded: tuple[Path | None, list[str], str | None, list[Path], str | None] = _NOT_GRADED,
     no_faults: bool = False,
 ) -> int:
     """Run once (``no_faults``: with an empty schedule); print the verdicts (or one JSON
@@ -49,7 +54,7 @@ def run_command(
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
     loaded.check_externals(postgres_dsn)
-    impl, limits, isolation, hide = graded
+    impl, limits, isolation, hide, sandbox = graded
     schedule = no_fault_schedule(loaded, variant, seed) if no_faults else None
     if impl is not None and no_faults:
         raise ConfigError("--no-faults does not go with --impl (a graded run draws its faults)")
@@ -57,8 +62,10 @@ def run_command(
         out = out or default_trace_path(loaded.id, "candidate", seed)
         check_out_file(out, "--out", "trace")
         return _graded_run(loaded, seed, out, as_json, postgres_dsn, nats_url, graded)
-    if limits or isolation or hide:
-        raise ConfigError("--limit, --isolation and --hide go with --impl (a graded run)")
+    if limits or isolation or hide or sandbox:
+        raise ConfigError(
+            "--limit, --isolation, --sandbox and --hide go with --impl (a graded run)"
+        )
     check_out_file(out or default_trace_path(loaded.id, variant, seed), "--out", "trace")
     with status_line(f"chaos run {loaded.id} --variant {variant} --seed {seed}") as progress:
         options = RunOptions(
@@ -86,19 +93,20 @@ def _graded_run(
     as_json: bool,
     postgres_dsn: str | None,
     nats_url: str | None,
-    graded: tuple[Path | None, list[str], str | None, list[Path]],
+    graded: tuple[Path | None, list[str], str | None, list[Path], str | None],
 ) -> int:
     """``chaos run --impl``: one run with a candidate (what each chaos grade worker does)."""
     from chaos.sandbox.candidate import Limits
     from chaos.sandbox.graded import make_candidate, run_graded, task_of
 
-    impl, limit_texts, isolation, hide = graded
+    impl, limit_texts, isolation, hide, sandbox = graded
     assert impl is not None
     task = task_of(scenario)
     limits = Limits.parse(limit_texts, task.limits)
     candidate = make_candidate(
-        scenario, impl, limits=limits, isolation=isolation, hidden=tuple(hide)
-    )
+        scenario, impl, limits=limits, isolation=isolation, hidden=tuple(hide),
+        sandbox_kind=sandbox,
+    )  # fmt: skip
     title = f"chaos run {scenario.id} --seed {seed} --impl {impl}"
     with status_line(title) as progress:
         options = RunOptions(

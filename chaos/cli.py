@@ -197,11 +197,15 @@ def run(
     no_faults: Annotated[
         bool, typer.Option("--no-faults", help="Inject no fault (an empty schedule).")
     ] = False,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(help="With --impl: process (default) or docker (docs/containers.md)."),
+    ] = None,
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
 
-    graded = (impl, limit or [], isolation, hide or [])
+    graded = (impl, limit or [], isolation, hide or [], sandbox)
     _exit_with(
         run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url, graded,
         no_faults,
@@ -380,13 +384,17 @@ def grade(
         Path | None, typer.Option(help="Also write JUnit XML: one test case per seed x invariant.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON grade object.")] = False,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(help="process (default) or docker: the candidate in a container."),
+    ] = None,
 ) -> None:
     """Grade a candidate: exit 0 every run held, 1 some did not, 2 bad input, 3 harness error."""
     from chaos._cli_grade import grade_command
 
     _exit_with(
         grade_command, scenario, impl, public, heldout_key, heldout, seeds, jobs, limit or [],
-        isolation, out_dir, junit, as_json,
+        isolation, out_dir, junit, as_json, sandbox,
     )  # fmt: skip
 
 

@@ -31,6 +31,8 @@ from chaos.services import (
     open_postgres,
     open_process_service,
 )
+from chaos.services.container import ContainerService, open_container
+from chaos.services.images import image_ref
 from faults.proxy import Proxy, ProxyServer
 from invariants.history import SERVICE_PREFIX
 
@@ -100,7 +102,7 @@ class RunContext:
         #: The scenario's subjects for this run (setup may rename them, e.g. per run).
         self.subjects: dict[str, Subject] = dict(scenario.subjects)
         self._links: dict[str, Proxy] = {}
-        self._services: dict[str, ManagedProcess] = {}
+        self._services: dict[str, ManagedProcess | ContainerService] = {}
         self._deliveries: dict[str, int] = {}
         self._delivery_changed = trio.Event()
         self._link_subjects: dict[str, list[tuple[str, Subject]]] = {}
@@ -141,9 +143,23 @@ class RunContext:
 
     # -- links --------------------------------------------------------------------------
 
-    def add_link(self, name: str, upstream: str) -> str:
-        """A proxy named ``name`` in front of ``upstream``; returns the address to dial."""
+    def add_link(self, name: str, upstream: str, *, upstream_in: str | None = None) -> str:
+        """A proxy named ``name`` in front of ``upstream``; returns the address to dial.
+
+        ``upstream_in`` names a container service (``start_container``) whose network the
+        upstream address belongs to: the proxy dials it from inside that container's
+        namespace (``127.0.0.1:PORT`` there is the container's own port)."""
+        container = None
+        if upstream_in is not None:
+            found = self._services.get(upstream_in)
+            if not isinstance(found, ContainerService):
+                raise ConfigError(
+                    f"link {name}: upstream_in={upstream_in!r} is not a container of this run"
+                )
+            container = found
         proxy = self.proxies.create_proxy(name, "127.0.0.1:0", upstream)
+        if container is not None:
+            proxy.dialer = container.dial
         self._links[name] = proxy
         return proxy.listen
 
@@ -203,7 +219,7 @@ class RunContext:
         env: Mapping[str, str] | None = None,
         ready_line: str | None = None,
         wait: bool = True,
-    ) -> ManagedProcess:
+    ) -> ManagedProcess | ContainerService:
         """Start a service under test (its wall clock skewable) and wait until it prints
         ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
         at once). It is stopped and reaped when the run ends. In a graded run the candidate's
@@ -251,7 +267,98 @@ class RunContext:
         self.recorder.record(f"{SERVICE_PREFIX}{name}", "info", "start", {"pid": process.pid})
         return process
 
-    async def ready(self, *processes: ManagedProcess) -> None:
+    async def start_container(
+        self,
+        name: str,
+        image: str,
+        *,
+        command: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        ready_line: str | None = None,
+        links: Sequence[str] = (),
+        mounts: Mapping[str, str] | None = None,
+        writable: Sequence[str] = (),
+        wait: bool = True,
+    ) -> ContainerService | ManagedProcess:
+        """Start ``image`` as the service under test ``name`` (a Docker container) and wait
+        until it prints ``ready_line``; removed when the run ends, however it ends.
+
+        The container has no network but ``links``: each named link's listener is opened
+        inside its network namespace at the same address (``127.0.0.1:PORT``), so the
+        addresses ``add_link`` returned work in its ``env`` as they are. To reach a port of
+        the container, add a link with ``upstream_in=name``. ``mounts`` maps host paths to
+        read-only paths inside; ``writable`` names folders inside that get a fresh host
+        folder of the run (``<run dir>/<name>/<folder>``). Its output goes to the trace like
+        a process's, and the process faults apply (crash, pause, clock skew). The image must
+        be one the scenario declares (``Scenario.images``): they are checked before the run.
+        In a graded run the candidate runs in place of the task's service, as with
+        ``start_service``."""
+        if self.candidate is not None and self.candidate.replaces(name):
+            return await self.start_service(
+                name, list(command or ["true"]), env=env, ready_line=ready_line, wait=wait
+            )
+        declared = [image_ref(i) for i in self.scenario.images]
+        if image not in declared:
+            raise ConfigError(
+                f"container {name}: image {image!r} is not declared in the scenario's images "
+                f"({', '.join(declared) or 'none'})"
+            )
+        for link in links:
+            self.link(link)
+        if name in self._services:
+            raise ConfigError(f"a service named {name!r} is already running")
+        binds: dict[str, dict[str, str]] = {}
+        for inside in writable:
+            host = self.run_dir / name / inside.strip("/").replace("/", "_")
+            host.mkdir(parents=True, exist_ok=True)
+            binds[str(host)] = {"bind": inside, "mode": "rw"}
+        seen = {"count": 0}
+        holder: list[ContainerService] = []
+
+        def sink(service: str, stream: str, line: str) -> None:
+            if ready_line is not None and ready_line in line:
+                seen["count"] += 1
+            self.recorder.log_line(service, stream, line)
+
+        async def ready() -> bool:
+            starts = holder[0].starts if holder else 1
+            return ready_line is None or seen["count"] >= starts
+
+        clock_dir = self.run_dir / f"{name}.clock"
+        clock_dir.mkdir(exist_ok=True)
+
+        def open_links(service: ContainerService) -> None:
+            for link in links:
+                service.serve(self.link(link))
+
+        container = await self.stack.enter_async_context(
+            open_container(
+                name,
+                image,
+                command=command,
+                env={**(env or {}), "PYTHONUNBUFFERED": "1"},
+                mounts=mounts,
+                log_sink=sink,
+                ready=ready if ready_line else None,
+                faketime=SkewFile(clock_dir / "faketime"),
+                on_exit=self._on_exit,
+                stop_grace=2.0,
+                create={"binds": binds} if binds else None,
+                wait_ready=wait,
+                before_start=open_links,
+            )
+        )
+        holder.append(container)
+        self._services[name] = container
+        self.recorder.record(
+            f"{SERVICE_PREFIX}{name}",
+            "info",
+            "start",
+            {"pid": container.pid, "container": container.container_id, "image": image},
+        )
+        return container
+
+    async def ready(self, *processes: ManagedProcess | ContainerService) -> None:
         """Wait until every one of ``processes`` is ready, side by side."""
         async with trio.open_nursery() as nursery:
             for process in processes:
@@ -262,7 +369,7 @@ class RunContext:
             f"{SERVICE_PREFIX}{name}", "info", "exit", {"code": code, "expected": expected}
         )
 
-    def service(self, name: str) -> ManagedProcess:
+    def service(self, name: str) -> ManagedProcess | ContainerService:
         try:
             return self._services[name]
         except KeyError:

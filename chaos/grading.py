@@ -41,8 +41,7 @@ from pydantic import BaseModel, Field
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.rng import SEED_MAX, check_seed
 from chaos.sandbox.candidate import Limits, Program
-from chaos.sandbox.graded import task_of
-from chaos.sandbox.process import ProcessSandbox
+from chaos.sandbox.graded import make_sandbox, task_of
 from chaos.scenario import BUILTIN_ROOT, Scenario, TaskSpec, load_scenario
 
 #: Where ``chaos grade`` finds the held-out key when ``--heldout-key`` is not given.
@@ -413,6 +412,8 @@ class GradeOptions:
     limits: Limits | None = None
     isolation: str | None = None
     out_dir: Path | None = None
+    #: ``process`` (default) or ``docker`` (``--sandbox``).
+    sandbox: str | None = None
     #: Paths the candidate must not see (the key file, say), on top of the sandbox's own.
     hidden: tuple[Path, ...] = ()
     executor: Executor | None = None
@@ -450,13 +451,15 @@ async def run_grade(options: GradeOptions) -> Grade:
     scenario = options.scenario
     task = task_of(scenario)
     limits = options.limits or task.limits
-    sandbox = ProcessSandbox(options.isolation)
+    sandbox = make_sandbox(options.sandbox, options.isolation, task.libraries)
     sandbox.check(options.program)
     check_jobs(options.jobs)
     out_dir = options.out_dir or grade_dir(scenario, options.program)
     args = ("--impl", str(options.program.path), *limits.to_args())
     if options.isolation:
         args = (*args, "--isolation", options.isolation)
+    if options.sandbox and options.sandbox != "process":
+        args = (*args, "--sandbox", options.sandbox)
     execute = options.executor or sweep_executor
     for path in (*options.hidden, out_dir.resolve()):
         args = (*args, "--hide", str(path))
@@ -502,6 +505,7 @@ def grade(
     isolation: str | None = None,
     out_dir: str | Path | None = None,
     executor: Executor | None = None,
+    sandbox: str | None = None,
 ) -> Grade:
     """Grade ``impl`` as ``scenario``'s task service (the Python API of ``chaos grade``).
 
@@ -535,6 +539,7 @@ def grade(
         out_dir=grade_dir(loaded, program, Path(out_dir)) if out_dir else None,
         hidden=(key_path,) if key_path else (),
         executor=executor,
+        sandbox=sandbox,
     )
     return trio.run(run_grade, options)
 

@@ -40,6 +40,7 @@ from chaos.rng import check_seed, derive_seed
 from chaos.sandbox.candidate import Candidate
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
+from chaos.services.images import check_images
 from faults.model import FaultSchedule
 from faults.proxy import open_proxy_server
 from faults.schedule import generate
@@ -141,6 +142,8 @@ async def run_scenario(options: RunOptions) -> RunResult:
     scenario.check_variant(options.variant)
     scenario.check_externals(options.postgres_dsn)
     checkers = scenario.checkers()
+    if scenario.images:  # no daemon, or an image it lacks: one line, exit 2, nothing started
+        await trio.to_thread.run_sync(check_images, scenario.images)
     progress = options.progress or (lambda _phase: None)
     schedule = options.schedule
     if schedule is None:

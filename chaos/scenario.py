@@ -32,6 +32,7 @@ from chaos.context import Subject
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.sandbox.candidate import Limits
+from chaos.services.images import Image
 from faults.space import FaultSpace
 from invariants import Invariant, get
 
@@ -187,6 +188,9 @@ class Scenario(ABC):
     #: Why the scenario needs a PostgreSQL of its own (it creates roles, needs passwords, ...);
     #: empty: it also runs on an external one (``--postgres-dsn``). Checked before a run starts.
     own_postgres: ClassVar[str] = ""
+    #: The container images ``ctx.start_container`` may run (references, or ``Image``s that
+    #: build themselves); every run checks them before it starts anything.
+    images: ClassVar[tuple[str | Image, ...]] = ()
 
     path: Path = BUILTIN_ROOT
 

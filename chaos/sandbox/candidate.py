@@ -24,6 +24,7 @@ from chaos.errors import ConfigError
 if TYPE_CHECKING:
     from chaos.context import RunContext
     from chaos.services import ManagedProcess
+    from chaos.services.container import ContainerService
 
 #: Why the sandbox stopped a candidate (``CandidateReport.contained``), one word each.
 MEMORY = "memory"
@@ -248,7 +249,7 @@ class Sandbox(Protocol):
         env: dict[str, str],
         ready_line: str | None,
         wait: bool,
-    ) -> ManagedProcess: ...
+    ) -> ManagedProcess | ContainerService: ...
 
 
 @dataclass
@@ -284,7 +285,7 @@ class Candidate:
         env: dict[str, str],
         ready_line: str | None,
         wait: bool,
-    ) -> ManagedProcess:
+    ) -> ManagedProcess | ContainerService:
         """Start the program for the run (``RunContext.start_service`` calls it)."""
         allowed = {k: v for k, v in env.items() if k in self.env}
         return await self.sandbox.start(ctx, self, name, allowed, ready_line, wait)

@@ -22,6 +22,7 @@ import trio
 from chaos.errors import EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.run import RunOptions, RunResult, run_scenario
 from chaos.sandbox.candidate import WALL_CLOCK, Candidate, Limits, Program
+from chaos.sandbox.container import ContainerSandbox
 from chaos.sandbox.process import ProcessSandbox
 from chaos.scenario import Scenario, TaskSpec
 
@@ -33,6 +34,22 @@ def task_of(scenario: Scenario) -> TaskSpec:
     return scenario.task
 
 
+SANDBOXES = ("process", "docker")
+
+
+def make_sandbox(
+    kind: str | None, isolation: str | None, libraries: tuple[str, ...] = ()
+) -> ProcessSandbox | ContainerSandbox:
+    """The sandbox ``--sandbox`` names (default: the process sandbox), unchecked."""
+    if kind in (None, "process"):
+        return ProcessSandbox(isolation)
+    if kind == "docker":
+        if isolation is not None:
+            raise ConfigError("--isolation goes with the process sandbox, not --sandbox docker")
+        return ContainerSandbox(libraries)
+    raise ConfigError(f"--sandbox must be one of {', '.join(SANDBOXES)}, got {kind!r}")
+
+
 def make_candidate(
     scenario: Scenario,
     impl: Path | str | Program,
@@ -40,11 +57,12 @@ def make_candidate(
     limits: Limits | None = None,
     isolation: str | None = None,
     hidden: tuple[Path, ...] = (),
+    sandbox_kind: str | None = None,
 ) -> Candidate:
     """A candidate for ``scenario``'s task (ConfigError for a bad program or isolation)."""
     task = task_of(scenario)
     program = impl if isinstance(impl, Program) else Program.from_path(impl)
-    sandbox = ProcessSandbox(isolation)
+    sandbox = make_sandbox(sandbox_kind, isolation, task.libraries)
     sandbox.check(program)
     return Candidate(
         program=program,

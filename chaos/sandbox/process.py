@@ -41,7 +41,6 @@ from chaos.errors import ConfigError, ServiceError
 from chaos.sandbox import _mounts
 from chaos.sandbox._cgroup import Cgroup, create_cgroup
 from chaos.sandbox._detect import BypassDetector, Dependency
-from chaos.sandbox._netns import NetNamespace
 from chaos.sandbox._uids import UidLease, lease_uid, processes_of
 from chaos.sandbox.candidate import (
     BYPASS,
@@ -62,6 +61,7 @@ from chaos.services import (
     open_process_service,
     registry,
 )
+from chaos.services._netns import NetNamespace
 from chaos.services._reaper import family, read_entry, signal_family
 from invariants.history import SERVICE_PREFIX
 

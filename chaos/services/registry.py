@@ -358,6 +358,8 @@ class Reaped:
     files: list[str] = field(default_factory=list)
     sysv: list[int] = field(default_factory=list)
     survivors: list[int] = field(default_factory=list)
+    #: Containers of the run (labelled with its id) that were removed.
+    containers: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -365,7 +367,7 @@ class Reaped:
 
     @property
     def empty(self) -> bool:
-        return not (self.killed or self.dirs or self.files or self.sysv)
+        return not (self.killed or self.dirs or self.files or self.sysv or self.containers)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -378,6 +380,7 @@ class Reaped:
             "files": self.files,
             "sysv_segments": self.sysv,
             "survivors": self.survivors,
+            "containers": self.containers,
         }
 
 
@@ -543,6 +546,9 @@ def reap(record: Record, *, reason: str, patience: float = _PATIENCE_S) -> Reape
     """Kill what ``record``'s run left, release its SysV memory, remove its files and dirs."""
     reaped = Reaped(record.run_id, reason, record.owner, record.command)
     _kill_members(record, reaped, patience)
+    from chaos.services import _container_reap  # loads Docker's client only when needed
+
+    reaped.containers = _container_reap.reap_run_containers(record.run_id)
     _release_postgres_segments(record, reaped)
     _remove_files(record, {k["pid"] for k in reaped.killed}, reaped)
     _remove_dirs(record, reaped)
@@ -683,7 +689,13 @@ def _collect_locked(directory: Path, report: GcReport, wait: bool, orphans: bool
             except OSError as exc:
                 report.errors.append(f"{name}: {exc.strerror or exc}")
         if orphans:
+            from chaos.services import _container_reap
+
             _orphans(directory, report)
+            for cid, run_id in _container_reap.orphan_containers(
+                directory, lambda run_id: (directory / f"{run_id}{_SUFFIX}").exists()
+            ):
+                report.orphans.append({"container": cid, "run": run_id})
     finally:
         os.close(lock_fd)
     return report

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,9 @@ class Proxy:
         self._extra_listeners: list[tuple[trio.socket.SocketType, trio.CancelScope]] = []
         self._scope: trio.CancelScope | None = None
         self._connection_hooks: list[Callable[[Connection], None]] = []
+        #: How to reach the upstream (default: a TCP dial from the proxy's own network
+        #: namespace); a harness sets one to dial from another namespace (a container's).
+        self.dialer: Callable[[str, int], Awaitable[trio.SocketStream]] | None = None
         if enabled:
             self.start()
 
@@ -125,7 +128,10 @@ class Proxy:
         server: trio.SocketStream | None = None
         try:
             with trio.move_on_after(self._runtime.dial_timeout):
-                server = await trio.open_tcp_stream(host, port)
+                if self.dialer is not None:
+                    server = await self.dialer(host, int(port))
+                else:
+                    server = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             self.emit("dial_failed", conn=index, upstream=self.upstream, error=str(exc))
         if server is None:

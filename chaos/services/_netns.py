@@ -60,16 +60,38 @@ def _loopback_up() -> None:
 
 
 class NetNamespace:
-    """A fresh network namespace (loopback up), kept alive by an open file descriptor."""
+    """A network namespace kept alive by an open file descriptor: a fresh one (loopback up),
+    or, with ``from_path``, one that exists already (a container's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fd: int | None = None) -> None:
         def make() -> int:
             if _libc.unshare(CLONE_NEWNET) != 0:
                 raise _errno("unshare")
             _loopback_up()
             return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
 
-        self.fd: int | None = _in_thread(make)
+        self.fd: int | None = fd if fd is not None else _in_thread(make)
+
+    @classmethod
+    def from_path(cls, path: str) -> NetNamespace:
+        """The namespace at ``path`` (e.g. ``/proc/PID/ns/net``), held open."""
+        try:
+            return cls(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as exc:
+            raise ServiceError(f"network namespace {path}: {exc.strerror or exc}") from None
+
+    def tcp_socket(self) -> socket.socket:
+        """A TCP socket created inside the namespace (it dials from there)."""
+        fd = self.fd
+        if fd is None:
+            raise ServiceError("network namespace closed")
+
+        def make() -> socket.socket:
+            if _libc.setns(fd, CLONE_NEWNET) != 0:
+                raise _errno("setns")
+            return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+
+        return _in_thread(make)
 
     @property
     def path(self) -> str:
