@@ -1,0 +1,281 @@
+"""The Ray executor: each run a Ray task, on a local Ray instance or an existing cluster.
+
+::
+
+    caller (chaos sweep/validate/grade --ray [ADDRESS])          Ray worker (any node)
+      connect(ADDRESS): syntax, TCP reach, ray.init   ──┐
+      RunSpec as plain data  ─────────────────────────── ► _run_on_worker(spec, run_timeout)
+                                                           temp dir; chaos.executor.run_one:
+                                                           ``chaos run ... --json`` child,
+                                                           services started as locally
+      RunOutcome + trace bytes  ◄────────────────────── ─ exit code, JSON verdict, error
+      trace written under the local --out-dir              line, timings, the trace's bytes
+                                                           (TRACE.partial's if cut short)
+
+One run per task, ``num_cpus`` per task (``--ray-cpus``), Ray's own retries off: a task
+whose worker process or node dies (``WorkerCrashedError``, ``NodeDiedError``, ...) is
+submitted again by ``chaos.executor.with_retries``, at most twice, and reported; a run that
+ended (held, violated, harness error, timeout) is never run again. ``--run-timeout`` is
+enforced on the worker by ``run_one`` itself, so a task waiting for a free CPU is not timed.
+
+Ray is an optional extra (``pip install -e '.[ray]'``), imported only when ``--ray`` is
+given; every worker needs chaos-harness (same version) and Ray installed, and the packs and
+candidates it is given by path (see docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import signal
+import socket
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import trio
+
+from chaos.errors import EXIT_HARNESS, ConfigError
+from chaos.executor import LOST_RETRIES, OnOutcome, RunOutcome, RunSpec, run_one, with_retries
+
+INSTALL_HINT = "pip install -e '.[ray]'"
+LOCAL = "local"
+#: Seconds to wait for a TCP connection to the cluster's address before ``ray.init``.
+REACH_TIMEOUT_S = 5.0
+MAX_CPUS = 1024.0
+_POLL_S = 0.2
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_ADDRESS = re.compile(
+    r"(?P<scheme>ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
+    r":(?P<port>[0-9]{1,5})"
+)
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module, or ConfigError naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--ray needs Ray, which is not installed: {INSTALL_HINT}") from None
+    return ray
+
+
+def check_address(address: str) -> tuple[str, int] | None:
+    """``local`` (a new local instance), ``auto`` (the cluster ``ray start`` runs here, or
+    $RAY_ADDRESS), ``HOST:PORT`` (a cluster's GCS) or ``ray://HOST:PORT`` (Ray Client):
+    (host, port) to reach first, None for local/auto; ConfigError for anything else."""
+    if address in (LOCAL, "auto"):
+        return None
+    match = _ADDRESS.fullmatch(address)
+    if match is None:
+        raise ConfigError(
+            f"bad Ray address {address!r}: want HOST:PORT, ray://HOST:PORT, auto, or no "
+            "address (a local Ray instance)"
+        )
+    port = int(match["port"])
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"bad Ray address {address!r}: port must be between 1 and 65535")
+    return match["host"].strip("[]"), port
+
+
+def check_cpus(cpus: float) -> float:
+    """``--ray-cpus``: CPUs Ray reserves per run, finite and > 0."""
+    if not (math.isfinite(cpus) and 0 < cpus <= MAX_CPUS):
+        raise ConfigError(f"--ray-cpus must be a number > 0 and <= {MAX_CPUS:g}, got {cpus}")
+    return cpus
+
+
+def _reach(address: str, host: str, port: int) -> None:
+    try:
+        with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ConfigError(f"cannot reach Ray at {address}: {why}") from None
+
+
+def connect(address: str = LOCAL) -> bool:
+    """Connect this process to Ray: start a local instance (``local``) or join a cluster.
+    True when this call connected (the caller then calls ``disconnect``); False when the
+    process was already connected (a test's shared instance). Bad syntax, an unreachable
+    address or a failed ``ray.init`` is a ConfigError, before any run starts."""
+    where = check_address(address)
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    if where is not None:
+        _reach(address, *where)
+    options: dict[str, Any] = {
+        "logging_level": logging.WARNING,
+        "log_to_driver": False,
+    }
+    if address == LOCAL:
+        options["include_dashboard"] = False
+    try:
+        ray.init(address=address, **options)
+    except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: all one line
+        lines = str(exc).strip().splitlines()
+        why = lines[0] if lines else type(exc).__name__
+        raise ConfigError(f"cannot connect to Ray at {address}: {why}") from None
+    return True
+
+
+def disconnect() -> None:
+    """Leave Ray (a local instance started by ``connect`` stops with all its workers)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+# -- the task -------------------------------------------------------------------------------
+
+
+def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict[str, Any]:
+    """The Ray task: one ``chaos run`` on this worker, in a private temp dir; its outcome as
+    plain data with the trace's bytes."""
+    spec = RunSpec.from_dict(spec_data)
+    with tempfile.TemporaryDirectory(prefix="chaos-ray-") as tmp:
+        args = spec.args
+        if "--impl" in args:  # a graded run: the candidate must not read the traces
+            args = (*args, "--hide", tmp)
+        local = replace(spec, out_dir=Path(tmp), args=args)
+        # Ray's workers block SIGINT, and a child inherits the mask: the run could then not be
+        # stopped as Ctrl-C stops it (a timeout). Unblocked for the run's children only.
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        try:
+            outcome = trio.run(run_one, local, run_timeout)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        data = outcome.to_dict()
+        trace = outcome.trace
+        data["trace_bytes"] = trace.read_bytes() if trace is not None else None
+        data["trace_partial"] = trace is not None and trace.suffix == ".partial"
+        data["worker"] = f"{socket.gethostname()} pid {os.getpid()}"
+        return data
+
+
+def _lost_errors(ray: ModuleType) -> tuple[type[BaseException], ...]:
+    """Ray's errors that mean the worker (process, node, object) was lost mid-run."""
+    names = (
+        "WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError",
+        "OwnerDiedError", "ObjectFetchTimedOutError", "RaySystemError",
+    )  # fmt: skip
+    return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _receive(spec: RunSpec, data: dict[str, Any]) -> RunOutcome:
+    """A task's result as a local outcome; the trace written under the local out dir."""
+    outcome = RunOutcome(
+        int(data["seed"]),
+        int(data["exit_code"]),
+        data.get("result"),
+        str(data.get("error") or ""),
+        float(data.get("wall_s") or 0.0),
+        timed_out=bool(data.get("timed_out")),
+        lost_worker=str(data.get("lost_worker") or ""),
+        worker=str(data.get("worker") or ""),
+    )
+    blob = data.get("trace_bytes")
+    if blob is not None:
+        path = spec.trace
+        if data.get("trace_partial"):
+            path = path.with_name(path.name + ".partial")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(blob)
+        except OSError as exc:
+            outcome.exit_code = EXIT_HARNESS
+            outcome.error = f"cannot write trace {path}: {exc.strerror or exc}"
+            return outcome
+        outcome.trace = path
+        if outcome.result is not None:
+            outcome.result = {**outcome.result, "trace": str(path)}
+    return outcome
+
+
+@dataclass
+class RayExecutor:
+    """Runs each spec as a Ray task (``num_cpus=cpus``) on the cluster this process is
+    connected to (``connect``). ``max_in_flight`` bounds the tasks submitted at once (None:
+    all of them; the cluster's free CPUs decide how many run); the ``jobs`` argument of a
+    call is not used: the cluster schedules."""
+
+    cpus: float = 1.0
+    run_timeout: float | None = None
+    retries: int = LOST_RETRIES
+    max_in_flight: int | None = None
+    address: str = LOCAL
+    kind: str = field(default="ray", init=False)
+
+    async def __call__(
+        self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
+    ) -> list[RunOutcome]:
+        ray = import_ray()
+        if not ray.is_initialized():
+            raise ConfigError("not connected to Ray (chaos.executor_ray.connect first)")
+        task = ray.remote(_run_on_worker).options(
+            num_cpus=self.cpus, max_retries=0, retry_exceptions=False
+        )
+        lost_errors = _lost_errors(ray)
+        limiter = trio.CapacityLimiter(self.max_in_flight or max(1, len(specs)))
+        outcomes: list[RunOutcome | None] = [None] * len(specs)
+
+        async def attempt(spec: RunSpec) -> RunOutcome:
+            ref = task.remote(spec.to_dict(), self.run_timeout)
+            try:
+                while not ray.wait([ref], timeout=0)[0]:  # noqa: ASYNC110 - Ray has no event
+                    await trio.sleep(_POLL_S)
+            except BaseException:
+                # Ctrl-C or the caller cancelled: kill the worker; its run gets SIGTERM (its
+                # parent-death signal) and removes what it started.
+                ray.cancel(ref, force=True)
+                raise
+            try:
+                data = ray.get(ref)
+            except lost_errors as exc:
+                why = f"the worker was lost ({_first_line(exc)})"
+                return RunOutcome(spec.seed, EXIT_HARNESS, error=why, lost_worker=why)
+            except Exception as exc:  # the task itself failed: a harness error
+                return RunOutcome(spec.seed, EXIT_HARNESS, error=_first_line(exc))
+            return _receive(spec, data)
+
+        async def one(index: int, spec: RunSpec) -> None:
+            async with limiter:
+                outcome = await with_retries(lambda: attempt(spec), self.retries)
+            outcomes[index] = outcome
+            if progress is not None:
+                progress(outcome)
+
+        async with trio.open_nursery() as nursery:
+            for index, spec in enumerate(specs):
+                nursery.start_soon(one, index, spec)
+        return [o for o in outcomes if o is not None]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "address": self.address,
+            "cpus_per_run": self.cpus,
+            "run_timeout_s": self.run_timeout,
+        }
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "RayExecutor",
+    "check_address",
+    "check_cpus",
+    "connect",
+    "disconnect",
+    "import_ray",
+]
