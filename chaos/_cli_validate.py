@@ -12,10 +12,12 @@ from rich.table import Table
 
 from chaos import _signals
 from chaos._checks import check_out_dir
+from chaos._cli_exec import ExecFlags, open_executor
 from chaos._cli_out import status_line, verdict_mark
 from chaos.errors import ConfigError
+from chaos.executor import Executor, executor_run, scenario_arg
 from chaos.rng import check_seed
-from chaos.scenario import load_scenario
+from chaos.scenario import Scenario, load_scenario
 from chaos.validate import (
     CAUGHT,
     ValidationReport,
@@ -43,17 +45,43 @@ def check_input(seeds: int, first_seed: int, replays: int) -> None:
 
 
 def validate_command(
-    scenario: str, seeds: int, first_seed: int, replays: int, out_dir: Path | None, as_json: bool
+    scenario: str,
+    seeds: int,
+    first_seed: int,
+    replays: int,
+    out_dir: Path | None,
+    as_json: bool,
+    flags: ExecFlags | None = None,
 ) -> int:
     """Validate ``scenario``; print the tables (or one JSON object); return the exit code."""
     check_input(seeds, first_seed, replays)
+    flags = flags or ExecFlags()
+    flags.check()
     loaded = load_scenario(scenario)
     declared_catches(loaded)  # a variant without a declared invariant: exit 2, nothing run
     folder = check_out_dir(out_dir or default_out_dir(loaded.id), "--out-dir")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    with open_executor(flags) as executor:  # Ray reached: exit 2 if not
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
+        report = _validate(loaded, seeds, first_seed, replays, folder, executor, flags.custom)
+    if as_json:
+        print(json.dumps(report.to_json(), sort_keys=True, default=str))
+    else:
+        print_report(report)
+    return report.exit_code
+
+
+def _validate(
+    loaded: Scenario,
+    seeds: int,
+    first_seed: int,
+    replays: int,
+    folder: Path,
+    executor: Executor,
+    through_executor: bool,
+) -> ValidationReport:
     with status_line(f"chaos validate {loaded.id}") as say:
         step = {"name": "starting"}
 
@@ -64,6 +92,8 @@ def validate_command(
             step["name"] = message
             say(message)
 
+        # Runs in this process, or (--ray, --run-timeout) each through the executor.
+        run = executor_run(executor, scenario_arg(loaded)) if through_executor else None
         report = _signals.run(
             partial(
                 validate,
@@ -72,16 +102,12 @@ def validate_command(
                 first_seed=first_seed,
                 replays=replays,
                 out_dir=folder,
-                run=real_run(loaded, phase),
+                run=run or real_run(loaded, phase),
                 replay=real_replay(phase),
                 progress=progress,
             )
         )
-    if as_json:
-        print(json.dumps(report.to_json(), sort_keys=True, default=str))
-    else:
-        print_report(report)
-    return report.exit_code
+    return report
 
 
 def print_report(report: ValidationReport, out: Console | None = None) -> None:

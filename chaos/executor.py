@@ -366,6 +366,23 @@ class LocalExecutor:
         return {"kind": self.kind, "run_timeout_s": self.run_timeout}
 
 
+def executor_run(execute: Executor, scenario: str) -> Any:
+    """A ``chaos.validate.RunFn`` that dispatches each run through ``execute`` (one spec at
+    a time, as validate asks): what ``chaos validate --ray`` / ``--run-timeout`` runs on."""
+    from chaos.validate import Observed
+
+    async def run(variant: str, seed: int, out: Path) -> Observed:
+        spec = RunSpec(scenario, seed, (), out.parent, variant, trace_name=out.name)
+        [outcome] = await execute([spec], 1)
+        trace = outcome.trace or out
+        if outcome.exit_code not in (EXIT_HELD, EXIT_VIOLATED) or outcome.result is None:
+            return Observed(trace, error=outcome.error or f"exit code {outcome.exit_code}")
+        verdicts = {v["name"]: v.get("valid") for v in outcome.result.get("verdicts", [])}
+        return Observed(trace, verdicts, bool(outcome.result.get("settled", True)))
+
+    return run
+
+
 __all__ = [
     "LOST_RETRIES",
     "Executor",
@@ -374,6 +391,7 @@ __all__ = [
     "RunOutcome",
     "RunSpec",
     "check_run_timeout",
+    "executor_run",
     "run_one",
     "scenario_arg",
     "with_retries",

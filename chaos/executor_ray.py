@@ -31,8 +31,10 @@ import os
 import re
 import signal
 import socket
+import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -99,6 +101,24 @@ def _reach(address: str, host: str, port: int) -> None:
         raise ConfigError(f"cannot reach Ray at {address}: {why}") from None
 
 
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to a scratch file: a failed ``ray.init`` must be one line, not the
+    20 s of retries its C++ client logs against an address that is no Ray cluster."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def connect(address: str = LOCAL) -> bool:
     """Connect this process to Ray: start a local instance (``local``) or join a cluster.
     True when this call connected (the caller then calls ``disconnect``); False when the
@@ -117,7 +137,8 @@ def connect(address: str = LOCAL) -> bool:
     if address == LOCAL:
         options["include_dashboard"] = False
     try:
-        ray.init(address=address, **options)
+        with _quiet_stderr():  # Ray's start-up notes and its C++ core's retry lines
+            ray.init(address=address, **options)
     except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: all one line
         lines = str(exc).strip().splitlines()
         why = lines[0] if lines else type(exc).__name__
