@@ -64,7 +64,8 @@ def import_ray() -> ModuleType:
         import ray
     except ImportError:
         raise ConfigError(f"--ray needs Ray, which is not installed: {INSTALL_HINT}") from None
-    return ray
+    module: ModuleType = ray
+    return module
 
 
 def check_address(address: str) -> tuple[str, int] | None:
