@@ -4,20 +4,24 @@ In one process, alternately (the machine is shared: absolute numbers are noisy, 
 so), the same seeds of a scenario are swept
 
 - locally: ``LocalExecutor``, ``--jobs J`` worker processes;
-- on Ray: ``RayExecutor`` on a local Ray instance with J CPUs, one CPU per run (so both run J
-  at a time), started once before the first round (its start-up is reported apart);
+- on Ray: ``RayExecutor`` on the local Ray instance ``--ray`` starts (all CPUs, workers at
+  nice 0; ``--ray-niceness 15`` for Ray's own default), one CPU per run (on 2 cores both run
+  2 at a time), started once before the first round (its start-up is reported apart);
 
 and it prints runs per minute for each, the ratio Ray / local per round and overall, and the
 per-run overhead in seconds ((Ray wall - local wall) / runs). Two workloads: ``tiny`` (a pack
 without services: a run is almost only the ``chaos run`` process, so the overhead shows) and
 ``payments`` golden (a real run).
 
-Usage: python bench/ray.py [--seeds 6] [--jobs 2] [--rounds 2] [--skip payments]
+Usage: python bench/ray.py [--seeds 6] [--jobs 2] [--rounds 3] [--skip payments]
+                          [--ray-niceness 15]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -52,9 +56,11 @@ def compare(name: str, scenario: str, seeds: list[int], jobs: int, rounds: int, 
             bad = report.counts["error"] + report.counts["timeout"]
             walls[kind] = report.wall_s
             totals[kind] += report.wall_s
+            inner = statistics.mean(r.wall_s for r in report.results)
             print(
                 f"   round {number} {kind:5}: {60 * len(seeds) / report.wall_s:6.1f} runs/min "
-                f"({report.wall_s:5.1f} s; {report.counts['held']} held, {bad} errors)"
+                f"({report.wall_s:5.1f} s; a run {inner:4.1f} s in its worker; "
+                f"{report.counts['held']} held, {bad} errors)"
             )
         print(f"   round {number} ray/local wall: x{walls['ray'] / walls['local']:.2f}")
     runs = len(seeds) * rounds
@@ -68,23 +74,35 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip", default="", help="comma-separated: tiny, payments")
+    parser.add_argument("--ray-niceness", type=int, default=None,
+                        help="the workers' niceness (default: what --ray sets, 0)")
     args = parser.parse_args()
     skip = set(args.skip.split(",")) - {""}
 
     import ray
 
-    from chaos.executor_ray import disconnect
+    from chaos.executor_ray import RayExecutor, connect, disconnect
 
     started = time.monotonic()
-    ray.init(num_cpus=args.jobs, include_dashboard=False, log_to_driver=False,
-             logging_level="WARNING")  # fmt: skip
-    print(f"local Ray instance with {args.jobs} CPUs started in {time.monotonic() - started:.1f} s")
+    if args.ray_niceness is not None:  # Ray's own default is 15; --ray's local instance: 0
+        os.environ["RAY_worker_niceness"] = str(args.ray_niceness)
+    connect("local")  # what --ray without an address does
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    print(f"local Ray instance ({cpus} CPUs) started in {time.monotonic() - started:.1f} s")
+    if cpus != args.jobs:
+        print(f"   note: Ray runs {cpus} at a time, local --jobs {args.jobs}")
     seeds = list(range(args.seeds))
     try:
         with tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp:
             root = Path(tmp)
+            # Ray starts its worker processes on first use: one untimed round warms them.
+            started = time.monotonic()
+            warm = write_tiny_pack(root / "warm")
+            _sweep(str(warm), [10 + n for n in range(cpus)], cpus, root / "warm-out",
+                   RayExecutor(cpus=1))  # fmt: skip
+            print(f"first {cpus} Ray tasks (worker start-up): {time.monotonic() - started:.1f} s")
             if "tiny" not in skip:
                 tiny = write_tiny_pack(root / "tiny")
                 # seeds 1 and 2 of the tiny pack hang or wait: use others

@@ -137,6 +137,10 @@ def connect(address: str = LOCAL) -> bool:
     }
     if address == LOCAL:
         options["include_dashboard"] = False
+        # Ray starts its workers at nice 15, and a run's processes inherit it: on a machine
+        # shared with other work the runs would get less CPU than a local sweep's, and their
+        # timing would drift. A local instance runs them at the caller's priority.
+        options["_system_config"] = {"worker_niceness": 0}
     try:
         with _quiet_stderr():  # Ray's start-up notes and its C++ core's retry lines
             ray.init(address=address, **options)
@@ -225,6 +229,33 @@ def _receive(spec: RunSpec, data: dict[str, Any]) -> RunOutcome:
     return outcome
 
 
+class _Waiter:
+    """One poll of every task in flight (``ray.wait``, no blocking) each ``_POLL_S``, waking
+    the run whose task finished: a thousand runs in flight cost one call per poll."""
+
+    def __init__(self, ray: ModuleType) -> None:
+        self._ray = ray
+        self._pending: dict[Any, trio.Event] = {}
+
+    async def wait(self, ref: Any) -> None:
+        event = self._pending[ref] = trio.Event()
+        try:
+            await event.wait()
+        finally:
+            self._pending.pop(ref, None)
+
+    async def run(self) -> None:
+        while True:
+            if self._pending:
+                refs = list(self._pending)
+                ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
+                for ref in ready:
+                    event = self._pending.pop(ref, None)
+                    if event is not None:
+                        event.set()
+            await trio.sleep(_POLL_S)
+
+
 @dataclass
 class RayExecutor:
     """Runs each spec as a Ray task (``num_cpus=cpus``) on the cluster this process is
@@ -255,8 +286,7 @@ class RayExecutor:
         async def attempt(spec: RunSpec) -> RunOutcome:
             ref = task.remote(spec.to_dict(), self.run_timeout)
             try:
-                while not ray.wait([ref], timeout=0)[0]:  # noqa: ASYNC110 - Ray has no event
-                    await trio.sleep(_POLL_S)
+                await waiter.wait(ref)
             except BaseException:
                 # Ctrl-C or the caller cancelled: kill the worker; its run gets SIGTERM (its
                 # parent-death signal) and removes what it started.
@@ -278,9 +308,13 @@ class RayExecutor:
             if progress is not None:
                 progress(outcome)
 
-        async with trio.open_nursery() as nursery:
-            for index, spec in enumerate(specs):
-                nursery.start_soon(one, index, spec)
+        waiter = _Waiter(ray)
+        async with trio.open_nursery() as outer:
+            outer.start_soon(waiter.run)
+            async with trio.open_nursery() as nursery:
+                for index, spec in enumerate(specs):
+                    nursery.start_soon(one, index, spec)
+            outer.cancel_scope.cancel()
         return [o for o in outcomes if o is not None]
 
     def describe(self) -> dict[str, Any]:
