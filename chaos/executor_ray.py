@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -52,6 +53,8 @@ REACH_TIMEOUT_S = 5.0
 MAX_CPUS = 1024.0
 _POLL_S = 0.2
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+#: A task's temp dir: chaos-ray-WORKERPID-RANDOM (reaped by a later task once that pid died).
+_TMP_PREFIX = "chaos-ray-"
 _ADDRESS = re.compile(
     r"(?P<scheme>ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
     r":(?P<port>[0-9]{1,5})"
@@ -161,11 +164,45 @@ def disconnect() -> None:
 # -- the task -------------------------------------------------------------------------------
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _in_use(folder: Path) -> bool:
+    """Whether a live process names ``folder`` on its command line (a ``chaos run --out``
+    still placing its trace there after its worker died)."""
+    needle = str(folder).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def _reap_orphans(parent: Path) -> None:
+    """Remove the temp dirs of tasks whose worker process died (SIGKILL, a node's OOM
+    killer): the pid in the name is gone and no live process still writes there."""
+    for folder in parent.glob(f"{_TMP_PREFIX}*-*"):
+        pid = folder.name.removeprefix(_TMP_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)) or _in_use(folder):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict[str, Any]:
     """The Ray task: one ``chaos run`` on this worker, in a private temp dir; its outcome as
     plain data with the trace's bytes."""
     spec = RunSpec.from_dict(spec_data)
-    with tempfile.TemporaryDirectory(prefix="chaos-ray-") as tmp:
+    _reap_orphans(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
         args = spec.args
         if "--impl" in args:  # a graded run: the candidate must not read the traces
             args = (*args, "--hide", tmp)

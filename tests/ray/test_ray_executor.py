@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,6 +86,13 @@ async def test_a_ray_sweep_gives_the_local_verdicts_and_schedules(
     assert remote.executor["kind"] == "ray"
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _ray_worker_running(seed: int) -> psutil.Process | None:
     """The Ray worker process whose ``chaos run`` child runs ``seed``."""
     for process in psutil.process_iter(["cmdline"]):
@@ -115,6 +123,7 @@ async def test_a_task_killed_mid_run_is_retried(ray_instance: str, tiny: Path) -
                 await trio.sleep(0.05)
         worker = _ray_worker_running(WAIT_SEED)
         assert worker is not None
+        orphans = [p.pid for p in worker.children()]  # its chaos run, which gets SIGTERM
         os.kill(worker.pid, signal.SIGKILL)
         (control / f"started-{WAIT_SEED}").unlink()
         (control / "release").touch()
@@ -125,6 +134,13 @@ async def test_a_task_killed_mid_run_is_retried(ray_instance: str, tiny: Path) -
     assert "the worker was lost" in outcome.lost[0]
     assert outcome.trace == spec.trace
     assert read_trace(spec.trace).end is not None
+    # The killed worker's temp dir is reaped by the next task, once its run has exited.
+    left = Path(tempfile.gettempdir()) / f"chaos-ray-{worker.pid}-"
+    with trio.fail_after(120):
+        while any(_running(pid) for pid in orphans):
+            await trio.sleep(0.1)
+    await RayExecutor()([RunSpec(str(tiny), 0, (), out)], 1)
+    assert not list(left.parent.glob(left.name + "*"))
 
 
 async def test_a_hanging_run_times_out_with_a_partial_trace(ray_instance: str, tiny: Path) -> None:
