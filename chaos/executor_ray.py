@@ -151,14 +151,32 @@ def connect(address: str = LOCAL) -> bool:
         lines = str(exc).strip().splitlines()
         why = lines[0] if lines else type(exc).__name__
         raise ConfigError(f"cannot connect to Ray at {address}: {why}") from None
+    if address == LOCAL:
+        _local_sessions.append(_session_dir(ray))
     return True
 
 
+#: The session folders (logs, sockets) of the local instances ``connect`` started.
+_local_sessions: list[Path | None] = []
+
+
+def _session_dir(ray: ModuleType) -> Path | None:
+    try:  # not a public API: without it the session's logs simply stay (Ray's default)
+        return Path(ray._private.worker._global_node.get_session_dir_path())
+    except Exception:
+        return None
+
+
 def disconnect() -> None:
-    """Leave Ray (a local instance started by ``connect`` stops with all its workers)."""
+    """Leave Ray. A local instance started by ``connect`` stops with all its workers, and
+    its session folder (``/tmp/ray/session_*``: logs, sockets) is removed."""
     ray = import_ray()
     if ray.is_initialized():
         ray.shutdown()
+    while _local_sessions:
+        session = _local_sessions.pop()
+        if session is not None:
+            shutil.rmtree(session, ignore_errors=True)
 
 
 # -- the task -------------------------------------------------------------------------------
