@@ -34,6 +34,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,9 @@ LOCAL = "local"
 REACH_TIMEOUT_S = 5.0
 MAX_CPUS = 1024.0
 _POLL_S = 0.2
+#: How long ``disconnect`` waits for the runs of a stopped local instance to finish their
+#: cleanup before it removes their temp dirs (they are reaped later otherwise).
+ORPHAN_WAIT_S = 60.0
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 #: A task's temp dir: chaos-ray-WORKERPID-RANDOM (reaped by a later task once that pid died).
 _TMP_PREFIX = "chaos-ray-"
@@ -177,6 +181,11 @@ def disconnect() -> None:
         session = _local_sessions.pop()
         if session is not None:
             shutil.rmtree(session, ignore_errors=True)
+        # The runs of the workers that just died (cancelled tasks) are stopping their
+        # services; once they have, nothing is left of their temp dirs either.
+        deadline = time.monotonic() + ORPHAN_WAIT_S
+        while _reap_orphans(Path(tempfile.gettempdir())) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
 
 # -- the task -------------------------------------------------------------------------------
@@ -205,14 +214,20 @@ def _in_use(folder: Path) -> bool:
     return False
 
 
-def _reap_orphans(parent: Path) -> None:
+def _reap_orphans(parent: Path) -> int:
     """Remove the temp dirs of tasks whose worker process died (SIGKILL, a node's OOM
-    killer): the pid in the name is gone and no live process still writes there."""
+    killer, a cancelled task): the pid in the name is gone and no live process still
+    writes there. Returns how many such dirs are still written to."""
+    busy = 0
     for folder in parent.glob(f"{_TMP_PREFIX}*-*"):
         pid = folder.name.removeprefix(_TMP_PREFIX).split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)) or _in_use(folder):
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        if _in_use(folder):
+            busy += 1
             continue
         shutil.rmtree(folder, ignore_errors=True)
+    return busy
 
 
 def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict[str, Any]:
