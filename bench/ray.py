@@ -76,8 +76,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip", default="", help="comma-separated: tiny, payments")
-    parser.add_argument("--ray-niceness", type=int, default=None,
-                        help="the workers' niceness (default: what --ray sets, 0)")
+    parser.add_argument(
+        "--ray-niceness",
+        type=int,
+        default=None,
+        help="the workers' niceness (default: what --ray sets, 0)",
+    )
     args = parser.parse_args()
     skip = set(args.skip.split(",")) - {""}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SCENARIO_PY = '''
+SCENARIO_PY = """
 from pathlib import Path
 
 import trio
@@ -39,7 +39,7 @@ class Tiny(Scenario):
 
 
 SCENARIO = Tiny()
-'''
+"""
 
 FAULTS_TOML = """
 [golden]
