@@ -15,7 +15,7 @@ from chaos._checks import check_out_dir
 from chaos._cli_exec import ExecFlags, open_executor
 from chaos._cli_out import status_line, verdict_mark
 from chaos.errors import ConfigError
-from chaos.executor import Executor, executor_run, scenario_arg
+from chaos.executor import Executor, executor_replay, executor_run, scenario_arg
 from chaos.rng import check_seed
 from chaos.scenario import Scenario, load_scenario
 from chaos.validate import (
@@ -94,6 +94,7 @@ def _validate(
 
         # Runs in this process, or (--ray, --run-timeout) each through the executor.
         run = executor_run(executor, scenario_arg(loaded)) if through_executor else None
+        replay = executor_replay(executor) if through_executor else None
         report = _signals.run(
             partial(
                 validate,
@@ -103,7 +104,7 @@ def _validate(
                 replays=replays,
                 out_dir=folder,
                 run=run or real_run(loaded, phase),
-                replay=real_replay(phase),
+                replay=replay or real_replay(phase),
                 progress=progress,
             )
         )

@@ -256,6 +256,24 @@ def _killed_by(returncode: int) -> str:
         return f"killed by signal {-returncode}"
 
 
+async def run_child(argv: list[str]) -> tuple[int, bytes, bytes]:
+    """Run a ``chaos`` child to its end (no limit): exit code, stdout, stderr. Cancelled, it
+    is interrupted as Ctrl-C would and waited for."""
+    process = spawn(argv, stdout=PIPE, stderr=PIPE, start_new_session=True,
+                    pdeathsig=signal.SIGTERM)  # fmt: skip
+    stdout, stderr = bytearray(), bytearray()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_read_all, process.stdout, stdout)
+        nursery.start_soon(_read_all, process.stderr, stderr)
+        try:
+            returncode = await process.wait()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await _interrupt(process)
+            raise
+    return returncode, bytes(stdout), bytes(stderr)
+
+
 async def run_one(spec: RunSpec, run_timeout: float | None = None) -> RunOutcome:
     """One ``chaos run`` in a child process, its trace at ``spec.trace``."""
     started, started_wall = time.monotonic(), time.time()
@@ -383,6 +401,24 @@ def executor_run(execute: Executor, scenario: str) -> Any:
     return run
 
 
+def executor_replay(execute: Executor) -> Any:
+    """A ``chaos.validate.ReplayFn`` that replays on the executor when it can (Ray: the
+    trace's bytes go to a worker, the replays' traces come back beside the original); None
+    when it cannot (validate then replays in its own process)."""
+    replay = getattr(execute, "replay", None)
+    if replay is None:
+        return None
+    from chaos.validate import Observed
+
+    async def run(trace: Path, times: int) -> list[Observed]:
+        return [
+            Observed(Path(r["trace"]), r["verdicts"], True, r["error"])
+            for r in await replay(trace, times)
+        ]
+
+    return run
+
+
 __all__ = [
     "LOST_RETRIES",
     "Executor",
@@ -391,6 +427,7 @@ __all__ = [
     "RunOutcome",
     "RunSpec",
     "check_run_timeout",
+    "executor_replay",
     "executor_run",
     "run_one",
     "scenario_arg",

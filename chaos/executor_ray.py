@@ -25,6 +25,7 @@ candidates it is given by path (see docs/scale.md).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -45,7 +46,15 @@ from typing import Any
 import trio
 
 from chaos.errors import EXIT_HARNESS, ConfigError
-from chaos.executor import LOST_RETRIES, OnOutcome, RunOutcome, RunSpec, run_one, with_retries
+from chaos.executor import (
+    LOST_RETRIES,
+    OnOutcome,
+    RunOutcome,
+    RunSpec,
+    run_child,
+    run_one,
+    with_retries,
+)
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 LOCAL = "local"
@@ -255,6 +264,44 @@ def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict
         return data
 
 
+def _replay_on_worker(name: str, blob: bytes, times: int) -> dict[str, Any]:
+    """The Ray task of a replay: ``chaos replay TRACE --times N --json`` on this worker, the
+    trace rebuilt from its bytes in a private temp dir; the report with each replay's
+    trace bytes."""
+    _reap_orphans(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
+        trace = Path(tmp) / name
+        trace.write_bytes(blob)
+        argv = [sys.executable, "-m", "chaos", "replay", str(trace), "--times", str(times),
+                "--json"]  # fmt: skip
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        try:
+            code, out, err = trio.run(run_child, argv)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        lines = err.decode(errors="replace").strip().splitlines()
+        data: dict[str, Any] = {
+            "exit_code": code,
+            "error": lines[-1] if lines else "",
+            "replays": [],
+        }
+        try:
+            report = json.loads(out) if out.strip() else None
+        except ValueError:
+            report = None
+        for replay in (report or {}).get("replays", []):
+            path = Path(replay["trace"])
+            data["replays"].append(
+                {
+                    "name": path.name,
+                    "bytes": path.read_bytes() if path.is_file() else None,
+                    "verdicts": {str(v.get("name")): v.get("valid") for v in replay["verdicts"]},
+                    "error": replay.get("error"),
+                }
+            )
+        return data
+
+
 def _lost_errors(ray: ModuleType) -> tuple[type[BaseException], ...]:
     """Ray's errors that mean the worker (process, node, object) was lost mid-run."""
     names = (
@@ -386,6 +433,41 @@ class RayExecutor:
                     nursery.start_soon(one, index, spec)
             outer.cancel_scope.cancel()
         return [o for o in outcomes if o is not None]
+
+    async def replay(self, trace: Path, times: int) -> list[dict[str, Any]]:
+        """Replay ``trace`` ``times`` times in one Ray task; each replay's trace is written
+        beside it (``NAME.replay-N.trace``). One dict per replay: ``trace``, ``verdicts``
+        (name -> valid), ``error``; one error entry per replay when the task failed."""
+        ray = import_ray()
+        task = ray.remote(_replay_on_worker).options(
+            num_cpus=self.cpus, max_retries=LOST_RETRIES, retry_exceptions=False
+        )
+        ref = task.remote(trace.name, await trio.Path(trace).read_bytes(), times)
+        waiter = _Waiter(ray)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiter.run)
+                await waiter.wait(ref)
+                nursery.cancel_scope.cancel()
+        except BaseException:
+            ray.cancel(ref, force=True)
+            raise
+        try:
+            data = ray.get(ref)
+        except Exception as exc:
+            failed = {"trace": str(trace), "verdicts": {}, "error": _first_line(exc)}
+            return [failed] * times
+        out: list[dict[str, Any]] = []
+        for replay in data["replays"]:
+            local = trace.with_name(replay["name"])
+            if replay["bytes"] is not None:
+                await trio.Path(local).write_bytes(replay["bytes"])
+            out.append({"trace": str(local), "verdicts": replay["verdicts"],
+                        "error": replay["error"]})  # fmt: skip
+        if not out:
+            why = data["error"] or f"chaos replay exited {data['exit_code']}"
+            out = [{"trace": str(trace), "verdicts": {}, "error": why}] * times
+        return out
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -18,7 +18,7 @@ import psutil
 import pytest
 import trio
 
-from chaos.executor import RunOutcome, RunSpec, executor_run
+from chaos.executor import RunOutcome, RunSpec, executor_replay, executor_run
 from chaos.sweep import sweep
 from replay.trace import read_trace
 from tests.ray.packs import HANG_SEED, WAIT_SEED, write_tiny_pack
@@ -184,3 +184,17 @@ def test_the_cli_sweeps_on_an_existing_cluster(ray_instance: str, tiny: Path) ->
         assert Path(row["trace"]).parent == out
         assert Path(row["trace"]).is_file()
     assert "2/2" in done.stderr  # the progress bar
+
+
+async def test_validate_replays_through_ray(ray_instance: str, tmp_path: Path) -> None:
+    # (replay finds a pack by the id its trace names: a built-in one)
+    executor = RayExecutor()
+    held = await executor_run(executor, "payments")("golden", 3, tmp_path / "golden-seed3.trace")
+    assert held.error is None
+    replay = executor_replay(executor)
+    assert replay is not None
+    [again] = await replay(held.trace, 1)
+    assert again.error is None
+    assert again.trace == tmp_path / "golden-seed3.replay-1.trace"
+    assert again.verdicts == held.verdicts
+    assert read_trace(again.trace).header["seed"] == 3
