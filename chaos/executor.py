@@ -386,25 +386,38 @@ class LocalExecutor:
 
 def executor_run(execute: Executor, scenario: str) -> Any:
     """A ``chaos.validate.RunFn`` that dispatches each run through ``execute`` (one spec at
-    a time, as validate asks): what ``chaos validate --ray`` / ``--run-timeout`` runs on."""
-    from chaos.validate import Observed
+    a time, as validate asks): what ``chaos validate --ray`` / ``--run-timeout`` runs on.
+    ``faults=False`` is ``chaos run --no-faults``; the run's events are read back from its
+    trace when ``Observed`` keeps them (validate's signal checks)."""
+    from dataclasses import fields
 
-    async def run(variant: str, seed: int, out: Path) -> Observed:
-        spec = RunSpec(scenario, seed, (), out.parent, variant, trace_name=out.name)
+    from chaos.validate import Observed
+    from replay.trace import read_trace
+
+    keeps_events = "events" in {f.name for f in fields(Observed)}
+
+    async def run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        args = () if faults else ("--no-faults",)
+        spec = RunSpec(scenario, seed, args, out.parent, variant, trace_name=out.name)
         [outcome] = await execute([spec], 1)
         trace = outcome.trace or out
         if outcome.exit_code not in (EXIT_HELD, EXIT_VIOLATED) or outcome.result is None:
             return Observed(trace, error=outcome.error or f"exit code {outcome.exit_code}")
         verdicts = {v["name"]: v.get("valid") for v in outcome.result.get("verdicts", [])}
-        return Observed(trace, verdicts, bool(outcome.result.get("settled", True)))
+        settled = bool(outcome.result.get("settled", True))
+        if not keeps_events:
+            return Observed(trace, verdicts, settled)
+        events = await trio.to_thread.run_sync(lambda: read_trace(trace).events)
+        return Observed(trace, verdicts, settled, events=events)  # type: ignore[call-arg,unused-ignore]
 
     return run
 
 
-def executor_replay(execute: Executor) -> Any:
+def executor_replay(execute: Executor, scenario: str | None = None) -> Any:
     """A ``chaos.validate.ReplayFn`` that replays on the executor when it can (Ray: the
     trace's bytes go to a worker, the replays' traces come back beside the original); None
-    when it cannot (validate then replays in its own process)."""
+    when it cannot (validate then replays in its own process). ``scenario``: the pack to
+    replay with (``chaos replay --scenario``; default: the one the trace names)."""
     replay = getattr(execute, "replay", None)
     if replay is None:
         return None
@@ -413,7 +426,7 @@ def executor_replay(execute: Executor) -> Any:
     async def run(trace: Path, times: int) -> list[Observed]:
         return [
             Observed(Path(r["trace"]), r["verdicts"], True, r["error"])
-            for r in await replay(trace, times)
+            for r in await replay(trace, times, scenario=scenario)
         ]
 
     return run

@@ -264,7 +264,9 @@ def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict
         return data
 
 
-def _replay_on_worker(name: str, blob: bytes, times: int) -> dict[str, Any]:
+def _replay_on_worker(
+    name: str, blob: bytes, times: int, scenario: str | None = None
+) -> dict[str, Any]:
     """The Ray task of a replay: ``chaos replay TRACE --times N --json`` on this worker, the
     trace rebuilt from its bytes in a private temp dir; the report with each replay's
     trace bytes."""
@@ -273,7 +275,7 @@ def _replay_on_worker(name: str, blob: bytes, times: int) -> dict[str, Any]:
         trace = Path(tmp) / name
         trace.write_bytes(blob)
         argv = [sys.executable, "-m", "chaos", "replay", str(trace), "--times", str(times),
-                "--json"]  # fmt: skip
+                "--json", *(("--scenario", scenario) if scenario else ())]  # fmt: skip
         mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         try:
             code, out, err = trio.run(run_child, argv)
@@ -434,7 +436,9 @@ class RayExecutor:
             outer.cancel_scope.cancel()
         return [o for o in outcomes if o is not None]
 
-    async def replay(self, trace: Path, times: int) -> list[dict[str, Any]]:
+    async def replay(
+        self, trace: Path, times: int, *, scenario: str | None = None
+    ) -> list[dict[str, Any]]:
         """Replay ``trace`` ``times`` times in one Ray task; each replay's trace is written
         beside it (``NAME.replay-N.trace``). One dict per replay: ``trace``, ``verdicts``
         (name -> valid), ``error``; one error entry per replay when the task failed."""
@@ -442,7 +446,7 @@ class RayExecutor:
         task = ray.remote(_replay_on_worker).options(
             num_cpus=self.cpus, max_retries=LOST_RETRIES, retry_exceptions=False
         )
-        ref = task.remote(trace.name, await trio.Path(trace).read_bytes(), times)
+        ref = task.remote(trace.name, await trio.Path(trace).read_bytes(), times, scenario)
         waiter = _Waiter(ray)
         try:
             async with trio.open_nursery() as nursery:
