@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos._cli_exec import ExecFlags, open_executor, progress_bar
 from chaos.errors import ConfigError
 from chaos.grading import (
     KEY_ENV,
@@ -59,6 +60,7 @@ def grade_command(
     junit: Path | None,
     as_json: bool,
     sandbox_kind: str | None = None,
+    flags: ExecFlags | None = None,
 ) -> int:
     """Grade; print a table (or one JSON object); return the exit code."""
     loaded = load_scenario(scenario)
@@ -72,7 +74,10 @@ def grade_command(
     key = read_key(key_path) if key_path is not None else None
     seeds = parse_seeds(seeds_text) if seeds_text is not None else None
     choice = choose_seeds(loaded, seeds=seeds, public=public, key=key, heldout=heldout)
-    jobs = check_jobs(jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2))
+    max_in_flight = check_jobs(jobs) if jobs is not None else None
+    jobs = max_in_flight or max(1, (os.cpu_count() or 2) // 2)
+    flags = flags or ExecFlags()
+    flags.check()
     limits = Limits.parse(limit_texts, task.limits)
     sandbox = make_sandbox(sandbox_kind, isolation, task.libraries)
     sandbox.check(program)
@@ -83,25 +88,29 @@ def grade_command(
             "chaos: warning: not root: the candidate runs as your own user and can read "
             "what you can (the key's file included); grade held-out seeds as root"
         )
-    folder = grade_dir(loaded, program, out_dir)
 
-    def progress(seed: SeedGrade) -> None:
-        if not as_json:
-            err.print(f"seed {seed.seed}: {_why(seed)}", markup=False)
+    with open_executor(flags, max_in_flight) as executor:
+        folder = grade_dir(loaded, program, out_dir)  # once Ray (if asked for) is reachable
+        with progress_bar(f"grade {loaded.id}", len(choice.seeds)) as bar:
 
-    options = GradeOptions(
-        loaded,
-        program,
-        choice,
-        jobs=jobs,
-        limits=limits,
-        isolation=isolation,
-        out_dir=folder,
-        sandbox=sandbox_kind,
-        hidden=(key_path.resolve(),) if key_path is not None else (),
-        progress=progress,
-    )
-    result = trio.run(run_grade, options)
+            def progress(seed: SeedGrade) -> None:
+                line = None if as_json else f"seed {seed.seed}: {_why(seed)}"
+                bar.advance(seed.outcome, line)
+
+            options = GradeOptions(
+                loaded,
+                program,
+                choice,
+                jobs=jobs,
+                limits=limits,
+                isolation=isolation,
+                out_dir=folder,
+                hidden=(key_path.resolve(),) if key_path is not None else (),
+                sandbox=sandbox_kind,
+                executor=executor,
+                progress=progress,
+            )
+            result = trio.run(run_grade, options)
     if junit is not None:
         try:
             junit.write_text(junit_xml(result), encoding="utf-8")

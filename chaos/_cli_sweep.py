@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -11,6 +12,7 @@ from rich.table import Table
 
 from chaos import _signals
 from chaos._checks import check_out_dir
+from chaos._cli_exec import ExecFlags, open_executor, progress_bar
 from chaos.errors import ConfigError
 from chaos.scenario import load_scenario
 from chaos.sweep import SeedResult, SweepReport, parse_seeds, sweep
@@ -23,29 +25,37 @@ def sweep_command(
     jobs: int | None,
     out_dir: Path | None,
     as_json: bool,
+    flags: ExecFlags | None = None,
 ) -> int:
     """Sweep; print a table (or one JSON object); return the exit code."""
     loaded = load_scenario(scenario)  # bad scenario or variant: exit 2 before any worker
     loaded.check_variant(variant)
     scenario = loaded.source  # workers load the same pack, whatever directory they run in
     seeds = parse_seeds(seeds_text)
-    jobs = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
-    if not 1 <= jobs <= 64:
+    if jobs is not None and not 1 <= jobs <= 64:
         raise ConfigError(f"--jobs must be between 1 and 64, got {jobs}")
+    flags = flags or ExecFlags()
+    flags.check()
     folder = check_out_dir(out_dir or Path("traces") / f"sweep-{loaded.id}-{variant}", "--out-dir")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot use --out-dir {folder}: {exc.strerror or exc}") from None
-    err = Console(stderr=True)
+    with open_executor(flags, max_in_flight=jobs) as executor:  # Ray reached: exit 2 if not
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot use --out-dir {folder}: {exc.strerror or exc}") from None
+        workers = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
+        with progress_bar(f"sweep {loaded.id} {variant}", len(seeds)) as bar:
 
-    def progress(result: SeedResult) -> None:
-        detail = ", ".join(result.violated()) or result.error
-        word = "VIOLATED" if result.outcome == "violated" else result.outcome
-        err.print(f"seed {result.seed}: {word}" + (f" ({detail})" if detail else ""))
+            def progress(result: SeedResult) -> None:
+                detail = ", ".join(result.violated()) or result.error
+                word = "VIOLATED" if result.outcome == "violated" else result.outcome
+                line = f"seed {result.seed}: {word}" + (f" ({detail})" if detail else "")
+                if result.lost:
+                    line += f" [retried after: {'; '.join(result.lost)}]"
+                bar.advance(result.outcome, None if as_json else line)
 
-    report = _signals.run(lambda: sweep(scenario, variant, seeds, jobs=jobs, out_dir=folder,
-                                    progress=None if as_json else progress))  # fmt: skip
+            run = partial(sweep, scenario, variant, seeds, jobs=workers, out_dir=folder,
+                          progress=progress, executor=executor)  # fmt: skip
+            report = _signals.run(run)
     report.scenario = loaded.id
     if as_json:
         print(json.dumps(report.to_json(), sort_keys=True))
@@ -68,7 +78,8 @@ def print_report(report: SweepReport) -> None:
     out.print(table)
     out.print(
         f"{report.scenario} {report.variant}: {summary['runs']} runs, {summary['held']} held, "
-        f"{summary['violated']} VIOLATED, {summary['errors']} errors; "
+        f"{summary['violated']} VIOLATED, {summary['errors']} errors, "
+        f"{summary['timeouts']} timeouts, {summary['retried']} retried after a lost worker; "
         f"{summary['runs_per_minute']} runs per minute"
     )
     for name, count in summary["violations_by_invariant"].items():

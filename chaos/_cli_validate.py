@@ -17,8 +17,10 @@ from rich.table import Table
 
 from chaos import _signals
 from chaos._checks import check_out_dir
+from chaos._cli_exec import ExecFlags, open_executor
 from chaos._cli_out import status_line, verdict_mark
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos.executor import Executor, executor_replay, executor_run
 from chaos.rng import check_seed
 from chaos.scenario import Scenario, builtin_scenarios, load_scenario
 from chaos.validate import (
@@ -64,10 +66,13 @@ def validate_command(
     out_dir: Path | None,
     as_json: bool,
     all_packs: bool = False,
+    flags: ExecFlags | None = None,
 ) -> int:
     """Validate ``scenario`` (or every built-in pack); print the tables (or one JSON object);
     return the exit code. All input is checked before the first run."""
     check_input(seeds, first_seed, replays)
+    flags = flags or ExecFlags()
+    flags.check()
     packs = _packs(scenario, all_packs)
     folders: list[Path] = []
     for loaded in packs:
@@ -75,22 +80,25 @@ def validate_command(
         default = default_out_dir(loaded.id)
         base = out_dir / loaded.id if (out_dir is not None and all_packs) else out_dir
         folders.append(check_out_dir(base or default, "--out-dir"))
-    for folder in folders:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
     reports: list[ValidationReport] = []
-    try:
-        for loaded, folder in zip(packs, folders, strict=True):
-            report = ValidationReport(loaded.id, GoldenCheck([]))
-            reports.append(report)
-            _validate_one(loaded, report, seeds, first_seed, replays, folder)
-    except BaseException as exc:
-        if reports:  # print what was measured, then fail as the error says
-            reports[-1].error = " ".join(str(exc).split()) or type(exc).__name__
-            _print(reports, as_json, all_packs)
-        raise
+    with open_executor(flags) as executor:  # Ray reached (exit 2 if not) before any folder
+        for folder in folders:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create {folder}: {exc.strerror or exc}") from None
+        try:
+            for loaded, folder in zip(packs, folders, strict=True):
+                report = ValidationReport(loaded.id, GoldenCheck([]))
+                reports.append(report)
+                _validate_one(
+                    loaded, report, seeds, first_seed, replays, folder, executor, flags.custom
+                )
+        except BaseException as exc:
+            if reports:  # print what was measured, then fail as the error says
+                reports[-1].error = " ".join(str(exc).split()) or type(exc).__name__
+                _print(reports, as_json, all_packs)
+            raise
     _print(reports, as_json, all_packs)
     return overall_exit_code(reports)
 
@@ -125,6 +133,8 @@ def _validate_one(
     first_seed: int,
     replays: int,
     folder: Path,
+    executor: Executor,
+    through_executor: bool,
 ) -> None:
     with status_line(f"chaos validate {loaded.id}") as say:
         step = {"name": "starting"}
@@ -136,6 +146,9 @@ def _validate_one(
             step["name"] = message
             say(message)
 
+        # Runs in this process, or (--ray, --run-timeout) each through the executor.
+        run = executor_run(executor, loaded.source) if through_executor else None
+        replay = executor_replay(executor, loaded.source) if through_executor else None
         _signals.run(
             partial(
                 validate,
@@ -144,8 +157,8 @@ def _validate_one(
                 first_seed=first_seed,
                 replays=replays,
                 out_dir=folder,
-                run=real_run(loaded, phase),
-                replay=real_replay(phase, loaded),
+                run=run or real_run(loaded, phase),
+                replay=replay or real_replay(phase, loaded),
                 progress=progress,
                 report=report,
             )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -45,6 +46,35 @@ app = typer.Typer(
 )
 proxy_app = typer.Typer(help="The embedded Toxiproxy-compatible proxy.", no_args_is_help=True)
 app.add_typer(proxy_app, name="proxy")
+
+
+# The executor flags of the batch commands (sweep, validate, grade): chaos._cli_exec.
+RayOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="[ADDRESS]",
+        help="Run each run as a Ray task: on the cluster at ADDRESS (HOST:PORT, "
+        "ray://HOST:PORT, auto), or on a new local Ray instance without one "
+        "(pip install -e '.[ray]').",
+    ),
+]
+RayCpusOption = Annotated[
+    float | None, typer.Option(help="With --ray: CPUs Ray reserves for each run (default 1).")
+]
+RunTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds a run may take: one still going is stopped, its outcome timeout, what "
+        "it recorded kept in its trace (default: no limit)."
+    ),
+]
+
+
+def _exec_flags(ray: str | None, ray_cpus: float | None, run_timeout: float | None) -> Any:
+    from chaos._cli_exec import ExecFlags
+
+    return ExecFlags(ray, ray_cpus, run_timeout)
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -291,11 +321,17 @@ def validate(
     all_packs: Annotated[
         bool, typer.Option("--all", help="Validate every built-in pack, one after another.")
     ] = False,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
+    run_timeout: RunTimeoutOption = None,
 ) -> None:
     """Validate a scenario: exit 0 valid, 1 a check failed, 2 bad input, 3 harness error."""
     from chaos._cli_validate import validate_command
 
-    _exit_with(validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, all_packs)
+    flags = _exec_flags(ray, ray_cpus, run_timeout)
+    _exit_with(
+        validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, all_packs, flags
+    )
 
 
 # -- chaos search --------------------------------------------------------------------
@@ -340,11 +376,15 @@ def sweep(
         Path | None, typer.Option(help="Trace folder (default traces/sweep-SCENARIO-VARIANT).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON summary.")] = False,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
+    run_timeout: RunTimeoutOption = None,
 ) -> None:
     """Run a scenario over many seeds: exit 0 all held, 1 a violation, 2 bad input, 3 error."""
     from chaos._cli_sweep import sweep_command
 
-    _exit_with(sweep_command, scenario, seeds, variant, jobs, out_dir, as_json)
+    flags = _exec_flags(ray, ray_cpus, run_timeout)
+    _exit_with(sweep_command, scenario, seeds, variant, jobs, out_dir, as_json, flags)
 
 
 # -- chaos grade / chaos task ---------------------------------------------------------
@@ -388,13 +428,16 @@ def grade(
         str | None,
         typer.Option(help="process (default) or docker: the candidate in a container."),
     ] = None,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
+    run_timeout: RunTimeoutOption = None,
 ) -> None:
     """Grade a candidate: exit 0 every run held, 1 some did not, 2 bad input, 3 harness error."""
     from chaos._cli_grade import grade_command
 
     _exit_with(
         grade_command, scenario, impl, public, heldout_key, heldout, seeds, jobs, limit or [],
-        isolation, out_dir, junit, as_json, sandbox,
+        isolation, out_dir, junit, as_json, sandbox, _exec_flags(ray, ray_cpus, run_timeout),
     )  # fmt: skip
 
 
@@ -444,7 +487,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         _signals.install()
     try:
         command = typer.main.get_command(app)
-        result = command.main(args=argv, prog_name="chaos", standalone_mode=False)
+        args = _optional_values(sys.argv[1:] if argv is None else argv)  # a bare --ray
+        result = command.main(args=args, prog_name="chaos", standalone_mode=False)
         if _signals.installed() and _signals.received() is not None:
             raise _signals.Interrupted(_signals.received() or signal.SIGINT)
     except SystemExit:
@@ -455,6 +499,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail_error(exc)
     if isinstance(result, int) and not isinstance(result, bool) and result:
         raise SystemExit(result)
+
+
+def _optional_values(argv: Sequence[str]) -> list[str]:
+    """``--ray`` takes an optional ADDRESS: a bare ``--ray`` (last, or before another option
+    or a word that is no address) becomes ``--ray=local``. An address holds a ``:`` or is
+    ``auto``/``local``; ``--ray=ADDRESS`` is always read as given."""
+    out: list[str] = []
+    args = list(argv)
+    for index, arg in enumerate(args):
+        if arg == "--":
+            return out + args[index:]
+        if arg == "--ray":
+            following = args[index + 1] if index + 1 < len(args) else None
+            if following is None or following.startswith("-") or not _looks_like_address(following):
+                out.append("--ray=local")
+                continue
+        out.append(arg)
+    return out
+
+
+def _looks_like_address(word: str) -> bool:
+    return ":" in word or word in ("auto", "local")
 
 
 def _fail_error(exc: BaseException) -> NoReturn:

@@ -15,9 +15,10 @@ an ``Executor``), then turns the per-run results into a ``Grade``:
   (``heldout_seeds``): HMAC-SHA256(key, scenario id + index), never written anywhere the
   candidate can read.
 
-The executor is the small interface a scheduler plugs into: a list of ``RunSpec`` in, one
-``RunOutcome`` (the worker's ``chaos run --json`` object, or its error) per spec out.
-``sweep_executor`` (the default) runs them with ``chaos.sweep``'s worker processes.
+The executor is the small interface a scheduler plugs into (``chaos.executor``): a list of
+``RunSpec`` in, one ``RunOutcome`` (the worker's ``chaos run --json`` object, or its error)
+per spec out. ``sweep_executor`` (the default) runs them in worker processes here;
+``chaos.executor_ray.RayExecutor`` runs each as a Ray task.
 """
 
 from __future__ import annotations
@@ -29,20 +30,28 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import trio
 from pydantic import BaseModel, Field
 
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos.executor import (
+    Executor,
+    LocalExecutor,
+    OnOutcome,
+    RunOutcome,
+    RunSpec,
+    scenario_arg,
+)
 from chaos.rng import SEED_MAX, check_seed
 from chaos.sandbox.candidate import Limits, Program
 from chaos.sandbox.graded import make_sandbox, task_of
-from chaos.scenario import BUILTIN_ROOT, Scenario, TaskSpec, load_scenario
+from chaos.scenario import Scenario, TaskSpec, load_scenario
 
 #: Where ``chaos grade`` finds the held-out key when ``--heldout-key`` is not given.
 KEY_ENV = "CHAOS_HELDOUT_KEY_FILE"
@@ -125,63 +134,11 @@ def choose_seeds(
 # -- the executor: runs in, results out ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """One graded run for an executor: ``chaos run SCENARIO --seed SEED --json ARGS``,
-    its trace in ``out_dir``."""
-
-    scenario: str
-    seed: int
-    args: tuple[str, ...]
-    out_dir: Path
-
-
-@dataclass
-class RunOutcome:
-    """What an executor returns per run: the worker's exit code and its JSON object."""
-
-    seed: int
-    exit_code: int
-    result: dict[str, Any] | None = None
-    error: str = ""
-
-
-OnOutcome = Callable[[RunOutcome], None]
-
-
-class Executor(Protocol):
-    """Runs ``specs`` at most ``jobs`` at a time; returns one outcome per spec (any order),
-    calling ``progress`` (if given) as each finishes."""
-
-    def __call__(
-        self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
-    ) -> Awaitable[list[RunOutcome]]: ...
-
-
 async def sweep_executor(
     specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
 ) -> list[RunOutcome]:
-    """The default executor: ``chaos.sweep``'s worker processes (``chaos run --json``)."""
-    from chaos.sweep import SeedResult, sweep
-
-    def outcome(r: SeedResult) -> RunOutcome:
-        return RunOutcome(r.seed, r.exit_code, r.verdict, r.error)
-
-    def report(r: SeedResult) -> None:
-        if progress is not None:
-            progress(outcome(r))
-
-    outcomes: list[RunOutcome] = []
-    groups: dict[tuple[str, tuple[str, ...], Path], list[int]] = {}
-    for spec in specs:
-        groups.setdefault((spec.scenario, spec.args, spec.out_dir), []).append(spec.seed)
-    for (scenario, args, out_dir), seeds in groups.items():
-        done = await sweep(
-            scenario, "golden", seeds, jobs=jobs, out_dir=out_dir, extra=list(args),
-            progress=report,
-        )  # fmt: skip
-        outcomes += [outcome(r) for r in done.results]
-    return outcomes
+    """The default executor: worker processes on this machine (``chaos run --json``)."""
+    return await LocalExecutor()(specs, jobs, progress)
 
 
 # -- the grade ---------------------------------------------------------------------------
@@ -422,12 +379,6 @@ class GradeOptions:
     retries: int = 1
 
 
-def _scenario_arg(scenario: Scenario) -> str:
-    if scenario.path.resolve().parent == BUILTIN_ROOT.resolve():
-        return scenario.id
-    return str(scenario.path)
-
-
 def check_jobs(jobs: int) -> int:
     if not 1 <= jobs <= 64:
         raise ConfigError(f"--jobs must be between 1 and 64, got {jobs}")
@@ -473,10 +424,16 @@ async def run_grade(options: GradeOptions) -> Grade:
             options.progress(seed_grade(outcome, scenario.invariants, sha))
 
     for _attempt in range(1 + options.retries):
-        specs = [RunSpec(_scenario_arg(scenario), s, args, out_dir) for s in todo]
+        specs = [RunSpec(scenario_arg(scenario), s, args, out_dir) for s in todo]
         for outcome in await execute(specs, options.jobs, progress):
             outcomes[outcome.seed] = outcome
-        todo = [s for s in todo if outcomes[s].exit_code not in (EXIT_HELD, EXIT_VIOLATED)]
+        # A harness error is run again; a held or violated run never, nor one that timed
+        # out (it would only hang again).
+        todo = [
+            s
+            for s in todo
+            if outcomes[s].exit_code not in (EXIT_HELD, EXIT_VIOLATED) and not outcomes[s].timed_out
+        ]
         if not todo:
             break
     return summarize(

@@ -2,16 +2,14 @@
 
 Every run is already isolated (its own ports, database cluster, stream and temp dir), so a
 sweep only has to keep ``jobs`` workers busy: each worker is ``chaos run SCENARIO --seed N
---json`` as a child process, and its JSON verdict is the result. Cancelling the sweep
-(Ctrl-C) interrupts every worker the way Ctrl-C interrupts a run, and waits for each to
-remove what it started.
+--json`` as a child process, and its JSON verdict is the result. Where the workers run is
+the executor's business (``chaos.executor``: here, or one Ray task per run). Cancelling the
+sweep (Ctrl-C) interrupts every worker the way Ctrl-C interrupts a run, and waits for each
+to remove what it started.
 """
 
 from __future__ import annotations
 
-import json
-import signal
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -19,15 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from chaos import _signals
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos.executor import Executor, LocalExecutor, RunOutcome, RunSpec
 from chaos.rng import check_seed
-from chaos.services._spawn import PIPE, Child, spawn
 
-#: How long an interrupted worker may take to clean up before it is killed.
-_STOP_GRACE_S = 60.0
 MAX_SEEDS = 100_000
 
 
@@ -52,21 +45,8 @@ def parse_seeds(text: str) -> list[int]:
     return sorted(seeds)
 
 
-@dataclass
-class SeedResult:
-    seed: int
-    exit_code: int
-    verdict: dict[str, Any] | None = None
-    error: str = ""
-    wall_s: float = 0.0
-
-    @property
-    def outcome(self) -> str:
-        return {EXIT_HELD: "held", EXIT_VIOLATED: "violated"}.get(self.exit_code, "error")
-
-    def violated(self) -> list[str]:
-        verdicts = (self.verdict or {}).get("verdicts", [])
-        return [v["name"] for v in verdicts if v.get("valid") is False]
+#: One seed's outcome (``chaos.executor.RunOutcome``; ``.verdict`` is its JSON object).
+SeedResult = RunOutcome
 
 
 @dataclass
@@ -75,6 +55,8 @@ class SweepReport:
     variant: str
     results: list[SeedResult] = field(default_factory=list)
     wall_s: float = 0.0
+    #: Where the runs ran (``kind``: local or ray, and the executor's settings).
+    executor: dict[str, Any] = field(default_factory=lambda: {"kind": "local"})
 
     @property
     def counts(self) -> Counter[str]:
@@ -85,18 +67,23 @@ class SweepReport:
         counts = self.counts
         if counts["violated"]:
             return EXIT_VIOLATED
-        return EXIT_HARNESS if counts["error"] else EXIT_HELD
+        return EXIT_HARNESS if counts["error"] or counts["timeout"] else EXIT_HELD
 
     def to_json(self) -> dict[str, Any]:
         by_invariant = Counter(name for r in self.results for name in r.violated())
         return {
             "scenario": self.scenario,
             "variant": self.variant,
+            "executor": self.executor,
             "runs": len(self.results),
             "held": self.counts["held"],
             "violated": self.counts["violated"],
             "errors": self.counts["error"],
+            "timeouts": self.counts["timeout"],
+            "retried": sum(r.attempts - 1 for r in self.results),
+            "lost_workers": sum(len(r.lost) for r in self.results),
             "violations_by_invariant": dict(sorted(by_invariant.items())),
+            "wall_s": round(self.wall_s, 2),
             "runs_per_minute": round(60 * len(self.results) / self.wall_s, 2)
             if self.wall_s
             else 0.0,
@@ -105,87 +92,17 @@ class SweepReport:
                     "seed": r.seed,
                     "outcome": r.outcome,
                     "violated": r.violated(),
-                    "trace": (r.verdict or {}).get("trace"),
+                    "trace": str(r.trace) if r.trace else (r.verdict or {}).get("trace"),
+                    "partial": r.partial,
                     "error": r.error or None,
                     "wall_s": round(r.wall_s, 2),
+                    "timings": (r.verdict or {}).get("timings", {}),
+                    "attempts": r.attempts,
+                    "lost": r.lost,
                 }
                 for r in self.results
             ],
         }
-
-
-async def _interrupt(process: Child) -> None:
-    """Cancel a worker as Ctrl-C would, then wait for its cleanup (kill if it hangs); a
-    second Ctrl-C of the sweep is passed on (the worker then stops its services at once)."""
-    process.send_signal(signal.SIGINT)
-    forwarded = False
-    with trio.move_on_after(_STOP_GRACE_S):
-        while True:
-            with trio.move_on_after(0.1):
-                await process.wait()
-                return
-            if _signals.hurrying() and not forwarded:
-                process.send_signal(signal.SIGINT)
-                forwarded = True
-    process.kill()
-    await process.wait()
-
-
-async def _read_all(stream: trio.abc.ReceiveStream | None, into: bytearray) -> None:
-    if stream is None:
-        return
-    async with stream:
-        while chunk := await stream.receive_some(65536):
-            into += chunk
-
-
-async def run_seed(
-    scenario: str, variant: str, seed: int, out_dir: Path, extra: list[str]
-) -> SeedResult:
-    """One ``chaos run`` in a worker process."""
-    trace = out_dir / f"{variant}-seed{seed}.trace"
-    argv = [
-        sys.executable, "-m", "chaos", "run", scenario, "--seed", str(seed),
-        "--variant", variant, "--out", str(trace), "--json", *extra,
-    ]  # fmt: skip
-    started = time.monotonic()
-    # Its own session: a terminal's Ctrl-C reaches the sweep only, which then interrupts each
-    # worker exactly once. SIGTERM if the sweep dies: the worker cleans up and exits.
-    process = spawn(argv, stdout=PIPE, stderr=PIPE, start_new_session=True,
-                    pdeathsig=signal.SIGTERM)  # fmt: skip
-    stdout, stderr = bytearray(), bytearray()
-    # The pipes are read to the end even while the sweep is cancelled (shielded), so an
-    # interrupted worker can still print; at most a second after it exits.
-    readers = [trio.CancelScope(shield=True), trio.CancelScope(shield=True)]
-
-    async def read(
-        scope: trio.CancelScope, stream: trio.abc.ReceiveStream | None, into: bytearray
-    ) -> None:
-        with scope:
-            await _read_all(stream, into)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(read, readers[0], process.stdout, stdout)
-        nursery.start_soon(read, readers[1], process.stderr, stderr)
-        try:
-            returncode = await process.wait()
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await _interrupt(process)
-            raise
-        finally:
-            for scope in readers:
-                scope.deadline = trio.current_time() + 1.0
-    result = SeedResult(seed, returncode, wall_s=time.monotonic() - started)
-    if returncode in (EXIT_HELD, EXIT_VIOLATED):
-        try:
-            result.verdict = json.loads(bytes(stdout))
-        except ValueError:
-            result.exit_code, result.error = EXIT_HARNESS, "the run printed no JSON verdict"
-    else:
-        lines = stderr.decode(errors="replace").strip().splitlines()
-        result.error = lines[-1] if lines else f"exit code {returncode}"
-    return result
 
 
 async def sweep(
@@ -197,26 +114,20 @@ async def sweep(
     out_dir: Path,
     extra: list[str] | None = None,
     progress: Callable[[SeedResult], None] | None = None,
+    executor: Executor | None = None,
 ) -> SweepReport:
-    """Run every seed, ``jobs`` at a time, traces into ``out_dir`` (which must exist);
-    results in seed order."""
+    """Run every seed through ``executor`` (default: worker processes here), ``jobs`` at a
+    time, traces into ``out_dir`` (which must exist); results in seed order."""
     if jobs < 1:
         raise ConfigError(f"jobs must be >= 1, got {jobs}")
+    execute = executor or LocalExecutor()
     report = SweepReport(scenario, variant)
-    limiter = trio.CapacityLimiter(jobs)
-    results: dict[int, SeedResult] = {}
+    specs = [RunSpec(scenario, seed, tuple(extra or ()), out_dir, variant) for seed in seeds]
     started = time.monotonic()
-
-    async def one(seed: int) -> None:
-        async with limiter:
-            result = await run_seed(scenario, variant, seed, out_dir, extra or [])
-        results[seed] = result
-        if progress is not None:
-            progress(result)
-
-    async with trio.open_nursery() as nursery:
-        for seed in seeds:
-            nursery.start_soon(one, seed)
+    outcomes = await execute(specs, jobs, progress)
     report.wall_s = time.monotonic() - started
-    report.results = [results[s] for s in seeds]
+    by_seed = {o.seed: o for o in outcomes}
+    report.results = [by_seed[s] for s in seeds]
+    describe = getattr(execute, "describe", None)
+    report.executor = describe() if callable(describe) else {"kind": type(execute).__name__}
     return report

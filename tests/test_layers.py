@@ -31,7 +31,7 @@ LAYERS = """
            chaos.sandbox
 P packs    scenarios
 3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grading
-           chaos.task
+           chaos.task  chaos.executor  chaos.executor_ray
 4 faces    chaos.cli  chaos._cli_*  chaos.pytest_plugin  chaos.__main__
 """
 PACK_RANK = 2.5

@@ -1,0 +1,446 @@
+"""Executors: how many runs are carried out, here (worker processes) or on a Ray cluster.
+
+::
+
+    RunSpec ... ──► Executor(specs, jobs, progress) ──► RunOutcome per spec (any order)
+                     LocalExecutor   one ``chaos run --json`` child per run, ``jobs`` at a time
+                     RayExecutor     one Ray task per run, each starting that same child on a
+                                     worker (chaos.executor_ray; ``pip install -e '.[ray]'``)
+
+Every run is ``chaos run SCENARIO --seed N --variant V --out TRACE --json ARGS`` in a child
+process, so services start exactly as they do for one ``chaos run``. Both executors share the
+long-tail rules of ``run_one`` and ``with_retries``:
+
+- ``run_timeout``: a run still going after that many seconds is interrupted as Ctrl-C would
+  (it stops its services and writes what it recorded, its trace ending ``interrupted``), then
+  killed if it hangs in its cleanup (its ``TRACE.partial`` is kept); its outcome is
+  ``timeout``, never retried.
+- a worker lost mid-run (the child killed by a signal nobody here sent; on Ray, the worker
+  process or its node dying) is run again, at most ``retries`` (2) more times, and reported
+  (``RunOutcome.lost``). A held or violated run is never run again, nor is a harness error.
+- one stuck or crashed run holds nothing else: each run is its own task.
+
+sweep, validate (with ``--ray`` or ``--run-timeout``) and grade dispatch through an executor.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+
+from chaos import _signals
+from chaos._checks import check_duration
+from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos.scenario import Scenario
+from chaos.services._spawn import PIPE, Child, spawn
+
+#: How long an interrupted worker may take to clean up before it is killed.
+STOP_GRACE_S = 60.0
+#: A timed-out run: SIGINT, then a second SIGINT (stop services at once) after this many
+#: seconds, then SIGKILL after as many again.
+TIMEOUT_GRACE_S = 10.0
+#: How many times a run whose worker was lost is run again.
+LOST_RETRIES = 2
+MAX_RUN_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: ``chaos run SCENARIO --seed SEED --variant VARIANT --json ARGS``, its trace
+    ``out_dir/VARIANT-seedSEED.trace`` (or ``out_dir/trace_name``)."""
+
+    scenario: str
+    seed: int
+    args: tuple[str, ...]
+    out_dir: Path
+    variant: str = "golden"
+    trace_name: str = ""
+
+    @property
+    def trace(self) -> Path:
+        return self.out_dir / (self.trace_name or f"{self.variant}-seed{self.seed}.trace")
+
+    def argv(self, trace: Path | None = None) -> list[str]:
+        return [
+            sys.executable, "-m", "chaos", "run", self.scenario, "--seed", str(self.seed),
+            "--variant", self.variant, "--out", str(trace or self.trace), "--json", *self.args,
+        ]  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "args": list(self.args),
+            "out_dir": str(self.out_dir),
+            "variant": self.variant,
+            "trace_name": self.trace_name,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        return cls(
+            str(data["scenario"]),
+            int(data["seed"]),
+            tuple(str(a) for a in data["args"]),
+            Path(data["out_dir"]),
+            str(data["variant"]),
+            str(data["trace_name"]),
+        )
+
+
+@dataclass
+class RunOutcome:
+    """What came of one run: the worker's exit code and its ``chaos run --json`` object (or
+    its error), its wall time, and the long tail (timed out, attempts, lost workers)."""
+
+    seed: int
+    exit_code: int
+    result: dict[str, Any] | None = None
+    error: str = ""
+    wall_s: float = 0.0
+    #: The run hit ``run_timeout`` and was stopped; ``trace`` holds what it had recorded.
+    timed_out: bool = False
+    #: Runs carried out for this spec (1 + the retries after lost workers).
+    attempts: int = 1
+    #: One line per lost worker (retried, or the last attempt when all were lost).
+    lost: list[str] = field(default_factory=list)
+    #: Set by the attempt whose worker was lost (what ``with_retries`` decides on).
+    lost_worker: str = ""
+    #: The trace on the caller's side: the finished trace, or ``TRACE.partial`` when the
+    #: worker died before placing it (None when the run wrote none).
+    trace: Path | None = None
+    #: Where it ran: host and worker pid.
+    worker: str = ""
+
+    @property
+    def verdict(self) -> dict[str, Any] | None:
+        """The ``chaos run --json`` object (``chaos sweep``'s name for it)."""
+        return self.result
+
+    @property
+    def outcome(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        return {EXIT_HELD: "held", EXIT_VIOLATED: "violated"}.get(self.exit_code, "error")
+
+    @property
+    def partial(self) -> bool:
+        return self.timed_out or (self.trace is not None and self.trace.suffix == ".partial")
+
+    def violated(self) -> list[str]:
+        verdicts = (self.result or {}).get("verdicts", [])
+        return [v["name"] for v in verdicts if v.get("valid") is False]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (what a Ray task sends back, with the trace's bytes beside it)."""
+        return {
+            "seed": self.seed,
+            "exit_code": self.exit_code,
+            "result": self.result,
+            "error": self.error,
+            "wall_s": self.wall_s,
+            "timed_out": self.timed_out,
+            "lost_worker": self.lost_worker,
+            "trace": None if self.trace is None else str(self.trace),
+            "worker": self.worker,
+        }
+
+
+OnOutcome = Callable[[RunOutcome], None]
+
+
+class Executor(Protocol):
+    """Runs ``specs`` at most ``jobs`` at a time; returns one outcome per spec (any order),
+    calling ``progress`` (if given) as each finishes."""
+
+    def __call__(
+        self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
+    ) -> Awaitable[list[RunOutcome]]: ...
+
+
+def check_run_timeout(value: float | None) -> float | None:
+    """``--run-timeout``: None (no limit) or finite seconds > 0 (ConfigError otherwise)."""
+    if value is None:
+        return None
+    check_duration(value, "--run-timeout")
+    if value > MAX_RUN_TIMEOUT_S:
+        raise ConfigError(f"--run-timeout must be at most {MAX_RUN_TIMEOUT_S:.0f} seconds")
+    return value
+
+
+def scenario_arg(scenario: Scenario) -> str:
+    """How a worker names ``scenario``: a built-in by id, any other pack by its folder."""
+    return scenario.source
+
+
+# -- one run in a child process -------------------------------------------------------------
+
+
+async def _interrupt(process: Child, grace_s: float = STOP_GRACE_S) -> None:
+    """Cancel a worker as Ctrl-C would, then wait for its cleanup (kill if it hangs); a
+    second Ctrl-C of the caller is passed on (the worker then stops its services at once)."""
+    process.send_signal(signal.SIGINT)
+    forwarded = False
+    with trio.move_on_after(grace_s):
+        while True:
+            with trio.move_on_after(0.1):
+                await process.wait()
+                return
+            if _signals.hurrying() and not forwarded:
+                process.send_signal(signal.SIGINT)
+                forwarded = True
+    process.kill()
+    await process.wait()
+
+
+async def _stop_timed_out(process: Child) -> None:
+    """A run over its time: Ctrl-C (it cleans up and places its trace), a second one if it
+    still runs (services stopped at once), then SIGKILL (its ``.partial`` stays)."""
+    for sig in (signal.SIGINT, signal.SIGINT):
+        if process.returncode is not None:
+            return
+        process.send_signal(sig)
+        with trio.move_on_after(TIMEOUT_GRACE_S):
+            await process.wait()
+            return
+    process.kill()
+    await process.wait()
+    from chaos.services.registry import collect_quietly
+
+    collect_quietly()  # what the killed run registered and left
+
+
+async def _read_all(stream: trio.abc.ReceiveStream | None, into: bytearray) -> None:
+    if stream is None:
+        return
+    async with stream:
+        while chunk := await stream.receive_some(65536):
+            into += chunk
+
+
+def _trace_left(path: Path, exit_code: int, started_wall: float) -> Path | None:
+    """The trace a run left: the placed file, else its ``.partial`` (killed mid-run)."""
+    partial = path.with_name(path.name + ".partial")
+    if exit_code in (EXIT_HELD, EXIT_VIOLATED) and path.is_file():
+        return path
+    for candidate in (partial, path):
+        try:
+            if candidate.is_file() and candidate.stat().st_mtime >= started_wall - 1.0:
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+#: Exit codes of a ``chaos run`` stopped cleanly by SIGHUP, SIGINT or SIGTERM.
+_STOPPED = {128 + int(s): s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)}
+
+
+def _killed_by(returncode: int) -> str:
+    if returncode in _STOPPED:
+        return f"stopped by {_STOPPED[returncode].name}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
+
+
+async def run_child(argv: list[str]) -> tuple[int, bytes, bytes]:
+    """Run a ``chaos`` child to its end (no limit): exit code, stdout, stderr. Cancelled, it
+    is interrupted as Ctrl-C would and waited for."""
+    process = spawn(argv, stdout=PIPE, stderr=PIPE, start_new_session=True,
+                    pdeathsig=signal.SIGTERM)  # fmt: skip
+    stdout, stderr = bytearray(), bytearray()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_read_all, process.stdout, stdout)
+        nursery.start_soon(_read_all, process.stderr, stderr)
+        try:
+            returncode = await process.wait()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await _interrupt(process)
+            raise
+    return returncode, bytes(stdout), bytes(stderr)
+
+
+async def run_one(spec: RunSpec, run_timeout: float | None = None) -> RunOutcome:
+    """One ``chaos run`` in a child process, its trace at ``spec.trace``."""
+    started, started_wall = time.monotonic(), time.time()
+    # Its own session: a terminal's Ctrl-C reaches the caller only, which then interrupts each
+    # worker exactly once. SIGTERM if the caller dies: the worker cleans up and exits.
+    process = spawn(spec.argv(), stdout=PIPE, stderr=PIPE, start_new_session=True,
+                    pdeathsig=signal.SIGTERM)  # fmt: skip
+    stdout, stderr = bytearray(), bytearray()
+    # The pipes are read to the end even while the caller is cancelled (shielded), so an
+    # interrupted worker can still print; at most a second after it exits.
+    readers = [trio.CancelScope(shield=True), trio.CancelScope(shield=True)]
+    timed_out = False
+
+    async def read(
+        scope: trio.CancelScope, stream: trio.abc.ReceiveStream | None, into: bytearray
+    ) -> None:
+        with scope:
+            await _read_all(stream, into)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read, readers[0], process.stdout, stdout)
+        nursery.start_soon(read, readers[1], process.stderr, stderr)
+        try:
+            with trio.move_on_after(run_timeout if run_timeout is not None else float("inf")):
+                await process.wait()
+            if process.returncode is None:
+                timed_out = True
+                with trio.CancelScope(shield=True):
+                    await _stop_timed_out(process)
+            returncode = await process.wait()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await _interrupt(process)
+            raise
+        finally:
+            for scope in readers:
+                scope.deadline = trio.current_time() + 1.0
+    outcome = RunOutcome(spec.seed, returncode, wall_s=time.monotonic() - started)
+    outcome.worker = f"{socket.gethostname()} pid {process.pid}"
+    outcome.trace = _trace_left(spec.trace, returncode, started_wall)
+    if timed_out:
+        outcome.timed_out = True
+        outcome.exit_code = EXIT_HARNESS
+        outcome.error = f"timed out after {run_timeout:g} s"
+    elif returncode in (EXIT_HELD, EXIT_VIOLATED):
+        try:
+            outcome.result = json.loads(bytes(stdout))
+        except ValueError:
+            outcome.exit_code, outcome.error = EXIT_HARNESS, "the run printed no JSON verdict"
+    elif returncode < 0 or returncode in _STOPPED:  # a signal nobody here sent: lost
+        outcome.error = outcome.lost_worker = f"the worker was {_killed_by(returncode)}"
+    else:
+        lines = stderr.decode(errors="replace").strip().splitlines()
+        outcome.error = lines[-1] if lines else f"exit code {returncode}"
+    return outcome
+
+
+async def with_retries(
+    attempt: Callable[[], Awaitable[RunOutcome]], retries: int = LOST_RETRIES
+) -> RunOutcome:
+    """``attempt()`` again while its worker is lost, at most ``retries`` more times; the
+    outcome counts the attempts and lists each lost worker. Nothing else is retried."""
+    lost: list[str] = []
+    outcome = await attempt()
+    while outcome.lost_worker:
+        lost.append(outcome.lost_worker)
+        if len(lost) > retries:
+            outcome.exit_code = EXIT_HARNESS
+            outcome.error = f"worker lost on all {len(lost)} attempts ({outcome.lost_worker})"
+            break
+        outcome = await attempt()
+    outcome.attempts, outcome.lost = 1 + min(len(lost), retries), lost
+    return outcome
+
+
+@dataclass
+class LocalExecutor:
+    """Runs on this machine: one ``chaos run`` child per run, ``jobs`` at a time."""
+
+    run_timeout: float | None = None
+    retries: int = LOST_RETRIES
+    kind: str = field(default="local", init=False)
+
+    async def __call__(
+        self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
+    ) -> list[RunOutcome]:
+        if jobs < 1:
+            raise ConfigError(f"jobs must be >= 1, got {jobs}")
+        limiter = trio.CapacityLimiter(jobs)
+        outcomes: list[RunOutcome | None] = [None] * len(specs)
+
+        async def one(index: int, spec: RunSpec) -> None:
+            async def attempt() -> RunOutcome:
+                return await run_one(spec, self.run_timeout)
+
+            async with limiter:
+                outcome = await with_retries(attempt, self.retries)
+            outcomes[index] = outcome
+            if progress is not None:
+                progress(outcome)
+
+        async with trio.open_nursery() as nursery:
+            for index, spec in enumerate(specs):
+                nursery.start_soon(one, index, spec)
+        return [o for o in outcomes if o is not None]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "run_timeout_s": self.run_timeout}
+
+
+def executor_run(execute: Executor, scenario: str) -> Any:
+    """A ``chaos.validate.RunFn`` that dispatches each run through ``execute`` (one spec at
+    a time, as validate asks): what ``chaos validate --ray`` / ``--run-timeout`` runs on.
+    ``faults=False`` is ``chaos run --no-faults``; the run's events are read back from its
+    trace when ``Observed`` keeps them (validate's signal checks)."""
+    from dataclasses import fields
+
+    from chaos.validate import Observed
+    from replay.trace import read_trace
+
+    keeps_events = "events" in {f.name for f in fields(Observed)}
+
+    async def run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        args = () if faults else ("--no-faults",)
+        spec = RunSpec(scenario, seed, args, out.parent, variant, trace_name=out.name)
+        [outcome] = await execute([spec], 1)
+        trace = outcome.trace or out
+        if outcome.exit_code not in (EXIT_HELD, EXIT_VIOLATED) or outcome.result is None:
+            return Observed(trace, error=outcome.error or f"exit code {outcome.exit_code}")
+        verdicts = {v["name"]: v.get("valid") for v in outcome.result.get("verdicts", [])}
+        settled = bool(outcome.result.get("settled", True))
+        if not keeps_events:
+            return Observed(trace, verdicts, settled)
+        events = await trio.to_thread.run_sync(lambda: read_trace(trace).events)
+        return Observed(trace, verdicts, settled, events=events)  # type: ignore[call-arg,unused-ignore]
+
+    return run
+
+
+def executor_replay(execute: Executor, scenario: str | None = None) -> Any:
+    """A ``chaos.validate.ReplayFn`` that replays on the executor when it can (Ray: the
+    trace's bytes go to a worker, the replays' traces come back beside the original); None
+    when it cannot (validate then replays in its own process). ``scenario``: the pack to
+    replay with (``chaos replay --scenario``; default: the one the trace names)."""
+    replay = getattr(execute, "replay", None)
+    if replay is None:
+        return None
+    from chaos.validate import Observed
+
+    async def run(trace: Path, times: int) -> list[Observed]:
+        return [
+            Observed(Path(r["trace"]), r["verdicts"], True, r["error"])
+            for r in await replay(trace, times, scenario=scenario)
+        ]
+
+    return run
+
+
+__all__ = [
+    "LOST_RETRIES",
+    "Executor",
+    "LocalExecutor",
+    "OnOutcome",
+    "RunOutcome",
+    "RunSpec",
+    "check_run_timeout",
+    "executor_replay",
+    "executor_run",
+    "run_one",
+    "scenario_arg",
+    "with_retries",
+]

@@ -1,0 +1,493 @@
+"""The Ray executor: each run a Ray task, on a local Ray instance or an existing cluster.
+
+::
+
+    caller (chaos sweep/validate/grade --ray [ADDRESS])          Ray worker (any node)
+      connect(ADDRESS): syntax, TCP reach, ray.init   ──┐
+      RunSpec as plain data  ─────────────────────────── ► _run_on_worker(spec, run_timeout)
+                                                           temp dir; chaos.executor.run_one:
+                                                           ``chaos run ... --json`` child,
+                                                           services started as locally
+      RunOutcome + trace bytes  ◄────────────────────── ─ exit code, JSON verdict, error
+      trace written under the local --out-dir              line, timings, the trace's bytes
+                                                           (TRACE.partial's if cut short)
+
+One run per task, ``num_cpus`` per task (``--ray-cpus``), Ray's own retries off: a task
+whose worker process or node dies (``WorkerCrashedError``, ``NodeDiedError``, ...) is
+submitted again by ``chaos.executor.with_retries``, at most twice, and reported; a run that
+ended (held, violated, harness error, timeout) is never run again. ``--run-timeout`` is
+enforced on the worker by ``run_one`` itself, so a task waiting for a free CPU is not timed.
+
+Ray is an optional extra (``pip install -e '.[ray]'``), imported only when ``--ray`` is
+given; every worker needs chaos-harness (same version) and Ray installed, and the packs and
+candidates it is given by path (see docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import trio
+
+from chaos.errors import EXIT_HARNESS, ConfigError
+from chaos.executor import (
+    LOST_RETRIES,
+    OnOutcome,
+    RunOutcome,
+    RunSpec,
+    run_child,
+    run_one,
+    with_retries,
+)
+
+INSTALL_HINT = "pip install -e '.[ray]'"
+LOCAL = "local"
+#: Seconds to wait for a TCP connection to the cluster's address before ``ray.init``.
+REACH_TIMEOUT_S = 5.0
+MAX_CPUS = 1024.0
+_POLL_S = 0.2
+#: How long ``disconnect`` waits for the runs of a stopped local instance to finish their
+#: cleanup before it removes their temp dirs (they are reaped later otherwise).
+ORPHAN_WAIT_S = 60.0
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+#: A task's temp dir: chaos-ray-WORKERPID-RANDOM (reaped by a later task once that pid died).
+_TMP_PREFIX = "chaos-ray-"
+_ADDRESS = re.compile(
+    r"(?P<scheme>ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
+    r":(?P<port>[0-9]{1,5})"
+)
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module, or ConfigError naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--ray needs Ray, which is not installed: {INSTALL_HINT}") from None
+    module: ModuleType = ray
+    return module
+
+
+def check_address(address: str) -> tuple[str, int] | None:
+    """``local`` (a new local instance), ``auto`` (the cluster ``ray start`` runs here, or
+    $RAY_ADDRESS), ``HOST:PORT`` (a cluster's GCS) or ``ray://HOST:PORT`` (Ray Client):
+    (host, port) to reach first, None for local/auto; ConfigError for anything else."""
+    if address in (LOCAL, "auto"):
+        return None
+    match = _ADDRESS.fullmatch(address)
+    if match is None:
+        raise ConfigError(
+            f"bad Ray address {address!r}: want HOST:PORT, ray://HOST:PORT, auto, or no "
+            "address (a local Ray instance)"
+        )
+    port = int(match["port"])
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"bad Ray address {address!r}: port must be between 1 and 65535")
+    return match["host"].strip("[]"), port
+
+
+def check_cpus(cpus: float) -> float:
+    """``--ray-cpus``: CPUs Ray reserves per run, finite and > 0."""
+    if not (math.isfinite(cpus) and 0 < cpus <= MAX_CPUS):
+        raise ConfigError(f"--ray-cpus must be a number > 0 and <= {MAX_CPUS:g}, got {cpus}")
+    return cpus
+
+
+def _reach(address: str, host: str, port: int) -> None:
+    try:
+        with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ConfigError(f"cannot reach Ray at {address}: {why}") from None
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to a scratch file: a failed ``ray.init`` must be one line, not the
+    20 s of retries its C++ client logs against an address that is no Ray cluster."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def connect(address: str = LOCAL) -> bool:
+    """Connect this process to Ray: start a local instance (``local``) or join a cluster.
+    True when this call connected (the caller then calls ``disconnect``); False when the
+    process was already connected (a test's shared instance). Bad syntax, an unreachable
+    address or a failed ``ray.init`` is a ConfigError, before any run starts."""
+    where = check_address(address)
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    if where is not None:
+        _reach(address, *where)
+    options: dict[str, Any] = {
+        "logging_level": logging.WARNING,
+        "log_to_driver": False,
+    }
+    if address == LOCAL:
+        options["include_dashboard"] = False
+        # Ray starts its workers at nice 15, and a run's processes inherit it: on a machine
+        # shared with other work the runs would get less CPU than a local sweep's, and their
+        # timing would drift. A local instance runs them at the caller's priority.
+        options["_system_config"] = {"worker_niceness": 0}
+    try:
+        with _quiet_stderr():  # Ray's start-up notes and its C++ core's retry lines
+            ray.init(address=address, **options)
+    except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: all one line
+        lines = str(exc).strip().splitlines()
+        why = lines[0] if lines else type(exc).__name__
+        raise ConfigError(f"cannot connect to Ray at {address}: {why}") from None
+    if address == LOCAL:
+        _local_sessions.append(_session_dir(ray))
+    return True
+
+
+#: The session folders (logs, sockets) of the local instances ``connect`` started.
+_local_sessions: list[Path | None] = []
+
+
+def _session_dir(ray: ModuleType) -> Path | None:
+    try:  # not a public API: without it the session's logs simply stay (Ray's default)
+        return Path(ray._private.worker._global_node.get_session_dir_path())
+    except Exception:
+        return None
+
+
+def disconnect() -> None:
+    """Leave Ray. A local instance started by ``connect`` stops with all its workers, and
+    its session folder (``/tmp/ray/session_*``: logs, sockets) is removed."""
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+    while _local_sessions:
+        session = _local_sessions.pop()
+        if session is not None:
+            shutil.rmtree(session, ignore_errors=True)
+        # The runs of the workers that just died (cancelled tasks) are stopping their
+        # services; once they have, nothing is left of their temp dirs either.
+        deadline = time.monotonic() + ORPHAN_WAIT_S
+        while _reap_orphans(Path(tempfile.gettempdir())) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+# -- the task -------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _in_use(folder: Path) -> bool:
+    """Whether a live process names ``folder`` on its command line (a ``chaos run --out``
+    still placing its trace there after its worker died)."""
+    needle = str(folder).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def _reap_orphans(parent: Path) -> int:
+    """Remove the temp dirs of tasks whose worker process died (SIGKILL, a node's OOM
+    killer, a cancelled task): the pid in the name is gone and no live process still
+    writes there. Returns how many such dirs are still written to."""
+    busy = 0
+    for folder in parent.glob(f"{_TMP_PREFIX}*-*"):
+        pid = folder.name.removeprefix(_TMP_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        if _in_use(folder):
+            busy += 1
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+    return busy
+
+
+def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict[str, Any]:
+    """The Ray task: one ``chaos run`` on this worker, in a private temp dir; its outcome as
+    plain data with the trace's bytes."""
+    spec = RunSpec.from_dict(spec_data)
+    _reap_orphans(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
+        args = spec.args
+        if "--impl" in args:  # a graded run: the candidate must not read the traces
+            args = (*args, "--hide", tmp)
+        local = replace(spec, out_dir=Path(tmp), args=args)
+        # Ray's workers block SIGINT, and a child inherits the mask: the run could then not be
+        # stopped as Ctrl-C stops it (a timeout). Unblocked for the run's children only.
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        try:
+            outcome = trio.run(run_one, local, run_timeout)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        data = outcome.to_dict()
+        trace = outcome.trace
+        data["trace_bytes"] = trace.read_bytes() if trace is not None else None
+        data["trace_partial"] = trace is not None and trace.suffix == ".partial"
+        data["worker"] = f"{socket.gethostname()} pid {os.getpid()}"
+        return data
+
+
+def _replay_on_worker(
+    name: str, blob: bytes, times: int, scenario: str | None = None
+) -> dict[str, Any]:
+    """The Ray task of a replay: ``chaos replay TRACE --times N --json`` on this worker, the
+    trace rebuilt from its bytes in a private temp dir; the report with each replay's
+    trace bytes."""
+    _reap_orphans(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
+        trace = Path(tmp) / name
+        trace.write_bytes(blob)
+        argv = [sys.executable, "-m", "chaos", "replay", str(trace), "--times", str(times),
+                "--json", *(("--scenario", scenario) if scenario else ())]  # fmt: skip
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        try:
+            code, out, err = trio.run(run_child, argv)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        lines = err.decode(errors="replace").strip().splitlines()
+        data: dict[str, Any] = {
+            "exit_code": code,
+            "error": lines[-1] if lines else "",
+            "replays": [],
+        }
+        try:
+            report = json.loads(out) if out.strip() else None
+        except ValueError:
+            report = None
+        for replay in (report or {}).get("replays", []):
+            path = Path(replay["trace"])
+            data["replays"].append(
+                {
+                    "name": path.name,
+                    "bytes": path.read_bytes() if path.is_file() else None,
+                    "verdicts": {str(v.get("name")): v.get("valid") for v in replay["verdicts"]},
+                    "error": replay.get("error"),
+                }
+            )
+        return data
+
+
+def _lost_errors(ray: ModuleType) -> tuple[type[BaseException], ...]:
+    """Ray's errors that mean the worker (process, node, object) was lost mid-run."""
+    names = (
+        "WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "ObjectLostError",
+        "OwnerDiedError", "ObjectFetchTimedOutError", "RaySystemError",
+    )  # fmt: skip
+    return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _receive(spec: RunSpec, data: dict[str, Any]) -> RunOutcome:
+    """A task's result as a local outcome; the trace written under the local out dir."""
+    outcome = RunOutcome(
+        int(data["seed"]),
+        int(data["exit_code"]),
+        data.get("result"),
+        str(data.get("error") or ""),
+        float(data.get("wall_s") or 0.0),
+        timed_out=bool(data.get("timed_out")),
+        lost_worker=str(data.get("lost_worker") or ""),
+        worker=str(data.get("worker") or ""),
+    )
+    blob = data.get("trace_bytes")
+    if blob is not None:
+        path = spec.trace
+        if data.get("trace_partial"):
+            path = path.with_name(path.name + ".partial")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(blob)
+        except OSError as exc:
+            outcome.exit_code = EXIT_HARNESS
+            outcome.error = f"cannot write trace {path}: {exc.strerror or exc}"
+            return outcome
+        outcome.trace = path
+        if outcome.result is not None:
+            outcome.result = {**outcome.result, "trace": str(path)}
+    return outcome
+
+
+class _Waiter:
+    """One poll of every task in flight (``ray.wait``, no blocking) each ``_POLL_S``, waking
+    the run whose task finished: a thousand runs in flight cost one call per poll."""
+
+    def __init__(self, ray: ModuleType) -> None:
+        self._ray = ray
+        self._pending: dict[Any, trio.Event] = {}
+
+    async def wait(self, ref: Any) -> None:
+        event = self._pending[ref] = trio.Event()
+        try:
+            await event.wait()
+        finally:
+            self._pending.pop(ref, None)
+
+    async def run(self) -> None:
+        while True:
+            if self._pending:
+                refs = list(self._pending)
+                ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=0)
+                for ref in ready:
+                    event = self._pending.pop(ref, None)
+                    if event is not None:
+                        event.set()
+            await trio.sleep(_POLL_S)
+
+
+@dataclass
+class RayExecutor:
+    """Runs each spec as a Ray task (``num_cpus=cpus``) on the cluster this process is
+    connected to (``connect``). ``max_in_flight`` bounds the tasks submitted at once (None:
+    all of them; the cluster's free CPUs decide how many run); the ``jobs`` argument of a
+    call is not used: the cluster schedules."""
+
+    cpus: float = 1.0
+    run_timeout: float | None = None
+    retries: int = LOST_RETRIES
+    max_in_flight: int | None = None
+    address: str = LOCAL
+    kind: str = field(default="ray", init=False)
+
+    async def __call__(
+        self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
+    ) -> list[RunOutcome]:
+        ray = import_ray()
+        if not ray.is_initialized():
+            raise ConfigError("not connected to Ray (chaos.executor_ray.connect first)")
+        task = ray.remote(_run_on_worker).options(
+            num_cpus=self.cpus, max_retries=0, retry_exceptions=False
+        )
+        lost_errors = _lost_errors(ray)
+        limiter = trio.CapacityLimiter(self.max_in_flight or max(1, len(specs)))
+        outcomes: list[RunOutcome | None] = [None] * len(specs)
+
+        async def attempt(spec: RunSpec) -> RunOutcome:
+            ref = task.remote(spec.to_dict(), self.run_timeout)
+            try:
+                await waiter.wait(ref)
+            except BaseException:
+                # Ctrl-C or the caller cancelled: kill the worker; its run gets SIGTERM (its
+                # parent-death signal) and removes what it started.
+                ray.cancel(ref, force=True)
+                raise
+            try:
+                data = ray.get(ref)
+            except lost_errors as exc:
+                why = f"the worker was lost ({_first_line(exc)})"
+                return RunOutcome(spec.seed, EXIT_HARNESS, error=why, lost_worker=why)
+            except Exception as exc:  # the task itself failed: a harness error
+                return RunOutcome(spec.seed, EXIT_HARNESS, error=_first_line(exc))
+            return _receive(spec, data)
+
+        async def one(index: int, spec: RunSpec) -> None:
+            async with limiter:
+                outcome = await with_retries(lambda: attempt(spec), self.retries)
+            outcomes[index] = outcome
+            if progress is not None:
+                progress(outcome)
+
+        waiter = _Waiter(ray)
+        async with trio.open_nursery() as outer:
+            outer.start_soon(waiter.run)
+            async with trio.open_nursery() as nursery:
+                for index, spec in enumerate(specs):
+                    nursery.start_soon(one, index, spec)
+            outer.cancel_scope.cancel()
+        return [o for o in outcomes if o is not None]
+
+    async def replay(
+        self, trace: Path, times: int, *, scenario: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Replay ``trace`` ``times`` times in one Ray task; each replay's trace is written
+        beside it (``NAME.replay-N.trace``). One dict per replay: ``trace``, ``verdicts``
+        (name -> valid), ``error``; one error entry per replay when the task failed."""
+        ray = import_ray()
+        task = ray.remote(_replay_on_worker).options(
+            num_cpus=self.cpus, max_retries=LOST_RETRIES, retry_exceptions=False
+        )
+        ref = task.remote(trace.name, await trio.Path(trace).read_bytes(), times, scenario)
+        waiter = _Waiter(ray)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiter.run)
+                await waiter.wait(ref)
+                nursery.cancel_scope.cancel()
+        except BaseException:
+            ray.cancel(ref, force=True)
+            raise
+        try:
+            data = ray.get(ref)
+        except Exception as exc:
+            failed = {"trace": str(trace), "verdicts": {}, "error": _first_line(exc)}
+            return [failed] * times
+        out: list[dict[str, Any]] = []
+        for replay in data["replays"]:
+            local = trace.with_name(replay["name"])
+            if replay["bytes"] is not None:
+                await trio.Path(local).write_bytes(replay["bytes"])
+            out.append({"trace": str(local), "verdicts": replay["verdicts"],
+                        "error": replay["error"]})  # fmt: skip
+        if not out:
+            why = data["error"] or f"chaos replay exited {data['exit_code']}"
+            out = [{"trace": str(trace), "verdicts": {}, "error": why}] * times
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "address": self.address,
+            "cpus_per_run": self.cpus,
+            "run_timeout_s": self.run_timeout,
+        }
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "RayExecutor",
+    "check_address",
+    "check_cpus",
+    "connect",
+    "disconnect",
+    "import_ray",
+]
