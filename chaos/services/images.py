@@ -24,6 +24,7 @@ import io
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -69,6 +70,7 @@ def docker_client() -> docker.DockerClient:
         except ImportError:  # pragma: no cover - a dependency of the project
             raise ConfigError("the docker Python package is not installed") from None
         where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        _probe_unix_socket(where)
         try:
             client = docker.from_env(timeout=120)
             client.ping()
@@ -78,6 +80,23 @@ def docker_client() -> docker.DockerClient:
             ) from None
         _client = client
         return client
+
+
+def _probe_unix_socket(where: str) -> None:
+    """Connect to a ``unix://`` daemon socket once ourselves: docker's client leaks its
+    socket when the connection fails (a non-root user, no daemon), ours is closed."""
+    if not where.startswith("unix://"):
+        return
+    path = where.removeprefix("unix://")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise ConfigError(
+                f"no Docker daemon at {where}: {exc.strerror or exc} "
+                "(start dockerd, or set DOCKER_HOST)"
+            ) from None
 
 
 def _reason(exc: BaseException) -> str:

@@ -16,9 +16,11 @@ LABEL = "chaos.registry"
 
 
 def require_docker() -> None:
-    why = daemon_available()
-    if why is None and os.geteuid() != 0:
-        why = "not root: the harness cannot enter a container's network namespace"
+    why = (
+        "not root: the harness cannot enter a container's network namespace"
+        if os.geteuid() != 0
+        else daemon_available()
+    )
     if why is None:
         return
     if os.environ.get("CI"):
