@@ -7,6 +7,7 @@ failure modes, invariants, what counts as recovered, the variants and their diag
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import urllib.request
@@ -144,6 +145,9 @@ class Leases(Scenario):
             "job writing to a store that checks fencing tokens; three of them run at once"
         ),
         env=("WORKER_ID", "PG_DSN", "STORE_URL", "STORE_KEY", "LEASE_NAME", "LEASE_TTL_S"),
+        libraries=("psycopg[binary]",),
+        solution="worker.py",
+        private_sections=("The golden implementation", "Variants", "Validation"),
     )
     settle_timeout_s = 20.0
 
@@ -164,7 +168,17 @@ class Leases(Scenario):
         )
         pg = await ctx.postgres()
         access = await trio.to_thread.run_sync(
-            database.prepare, pg.dsn, pg.host, pg.port, pg.user, pg.database, list(WORKERS), TTL_S
+            functools.partial(
+                database.prepare,
+                pg.dsn,
+                pg.host,
+                pg.port,
+                pg.user,
+                pg.database,
+                list(WORKERS),
+                TTL_S,
+                secure=False,  # the run's cluster already requires passwords
+            )
         )
         audit = await ctx.start_service(
             AUDITOR,

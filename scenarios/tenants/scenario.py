@@ -219,6 +219,9 @@ class Tenants(Scenario):
             "PostgreSQL with row-level security, through a faulty link"
         ),
         env=("PORT", "DATABASE_URL", "OWNER_DATABASE_URL", "APP_ROLE"),
+        libraries=("psycopg[binary]",),
+        solution="server.py",
+        private_sections=("The golden implementation", "Variants", "Reproducibility"),
     )
     settle_timeout_s = 8.0
 
