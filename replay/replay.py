@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import ChaosError, ConfigError, TraceError, TraceFormatError
 from chaos.run import RunOptions, run_scenario
@@ -28,6 +28,9 @@ from replay.trace import Trace, check_trace_path, read_trace, version_drift
 
 from ._divergence import first_divergence
 from ._outcome import ReplayOutcome, ReplayReport, mismatched, verdict_map
+
+if TYPE_CHECKING:
+    from chaos.sandbox.candidate import Candidate
 
 Progress = Callable[[str], None]
 
@@ -53,6 +56,14 @@ class ReplayPlan:
     seed: int
     schedule: FaultSchedule
     drift: list[str]
+    #: A graded run's candidate (the trace header's ``candidate``): replays run it again.
+    candidate: dict[str, Any] | None = None
+
+    def new_candidate(self) -> Candidate | None:
+        """A fresh candidate for one replay (its own report), or None for a plain run."""
+        if self.candidate is None:
+            return None
+        return _candidate(self.scenario, self.candidate)
 
     @property
     def partial(self) -> bool:
@@ -94,6 +105,36 @@ def _drift(header: dict[str, Any], scenario: Scenario) -> list[str]:
     return drift + version_drift(header)
 
 
+def _candidate(scenario: Scenario, recorded: dict[str, Any]) -> Candidate:
+    """The program a graded trace ran, checked unchanged (ConfigError, one line, if not)."""
+    from chaos.sandbox.candidate import Limits, Program
+    from chaos.sandbox.graded import make_candidate
+
+    where, sha = recorded.get("path"), recorded.get("sha256")
+    if not isinstance(where, str) or not isinstance(sha, str):
+        raise ConfigError(
+            "cannot replay: the trace is a graded run but does not record where its candidate "
+            "program was (recorded by an older harness)"
+        )
+    try:
+        program = Program.from_path(where)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot replay the graded run: {exc}") from None
+    if program.sha256 != sha:
+        raise ConfigError(
+            f"cannot replay: the candidate {where} changed since the graded run "
+            f"(SHA-256 {sha[:12]} recorded, {program.sha256[:12]} now)"
+        )
+    limits = recorded.get("limits")
+    isolation = recorded.get("isolation")
+    return make_candidate(
+        scenario,
+        program,
+        limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
+        isolation=isolation if isinstance(isolation, str) else None,
+    )
+
+
 def prepare_replay(path: str | Path, *, strict: bool = False) -> ReplayPlan:
     """Read ``path`` and check it can be replayed here; drift is an error when ``strict``."""
     path = Path(path)
@@ -113,7 +154,11 @@ def prepare_replay(path: str | Path, *, strict: bool = False) -> ReplayPlan:
     drift = _drift(trace.header, scenario)
     if strict and drift:
         raise ConfigError(f"trace {path} does not match this environment (--strict): {drift[0]}")
-    return ReplayPlan(path, trace, scenario, variant, seed, schedule, drift)
+    recorded = trace.header.get("candidate")
+    candidate = recorded if isinstance(recorded, dict) else None
+    plan = ReplayPlan(path, trace, scenario, variant, seed, schedule, drift, candidate)
+    plan.new_candidate()  # refuses a changed or missing program before anything runs
+    return plan
 
 
 async def _replay_once(plan: ReplayPlan, number: int, progress: Progress) -> ReplayOutcome:
@@ -125,6 +170,7 @@ async def _replay_once(plan: ReplayPlan, number: int, progress: Progress) -> Rep
         out=out,
         schedule=plan.schedule,
         progress=progress,
+        candidate=plan.new_candidate(),
     )
     outcome = ReplayOutcome(number, out)
     started = time.monotonic()

@@ -21,13 +21,12 @@ import trio
 import scenarios.leases.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext
 from chaos.errors import ConfigError
-from chaos.scenario import Scenario, Signal, TaskSpec
+from chaos.scenario import Scenario, Signal, TaskSpec, variant_descriptions
 from chaos.services import free_port
 from invariants.history import HARNESS, NEMESIS
 from invariants.leases import EVIDENCE_KEY
-from scenarios.leases import auditor, database, store, worker
+from scenarios.leases import auditor, database, store
 from scenarios.leases.checkers import FAULT_CHANGES
-from scenarios.leases.variants import VARIANTS
 
 #: The lease's time to live (seconds): every margin of the scenario derives from it.
 TTL_S = 2.0
@@ -40,6 +39,8 @@ WORKLOAD_S = 8.0
 #: Settled: this long after the last fault or the workload's end, with a write since.
 QUIET_S = 1.5
 STARTUP_TIMEOUT_S = 20.0
+#: The worker's ready line (TASK.md).
+WORKER_READY = "worker ready"
 
 
 def _get_json(url: str) -> Any:
@@ -74,7 +75,7 @@ async def _until(check: Callable[[], bool], timeout_s: float) -> bool:
 class Leases(Scenario):
     id = "leases"
     description = "a singleton job under a Postgres lease, writing to a store that checks fencing"
-    variants = {name: lease.description for name, lease in VARIANTS.items()}
+    variants = variant_descriptions("scenarios.leases.variants")
     invariants = ("fencing_tokens", "exclusive_leases", "job_recovered")
     consistency = ("fencing_tokens", "exclusive_leases")
     catches = {
@@ -207,13 +208,13 @@ class Leases(Scenario):
         argv = [ctx.python(), "-m", "scenarios.leases.worker"]
         first, *others = WORKERS
         # worker-1 alone first, so the same worker holds the lease on every run
-        await ctx.start_service(first, argv, env=envs[first], ready_line=worker.READY_LINE)
+        await ctx.start_service(first, argv, env=envs[first], ready_line=WORKER_READY)
         took = await _until(
             lambda: any(e["value"].get("holder") == first for e in _ops(ctx, AUDITOR, "grant")),
             STARTUP_TIMEOUT_S,
         )
         started = [
-            await ctx.start_service(w, argv, env=envs[w], ready_line=worker.READY_LINE, wait=False)
+            await ctx.start_service(w, argv, env=envs[w], ready_line=WORKER_READY, wait=False)
             for w in others
         ]
         await ctx.ready(*started)

@@ -24,9 +24,8 @@ import trio
 
 import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext, Subject
-from chaos.scenario import Budgets, Scenario, TaskSpec
+from chaos.scenario import Budgets, Scenario, TaskSpec, variant_descriptions
 from chaos.services import PostgresRole, PostgresService, create_role, drop_role, free_port
-from scenarios.payments.variants import VARIANTS
 
 HERE = Path(__file__).resolve().parent
 ORDERS = 30
@@ -75,7 +74,7 @@ def _query(dsn: str, sql: str) -> list[dict[str, Any]]:
 class Payments(Scenario):
     id = "payments"
     description = "orders over JetStream, charged once at a gateway, booked once in Postgres"
-    variants = {name: charger.description for name, charger in VARIANTS.items()}
+    variants = variant_descriptions("scenarios.payments.variants")
     invariants = ("exactly_once", "no_lost_messages", "consistent_final_state")
     consistency = ("consistent_final_state",)
     catches = {"no-idempotency": "exactly_once"}
