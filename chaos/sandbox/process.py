@@ -709,7 +709,7 @@ class _Site:
             threads += n
             self.cpu_seen[(pid, entry.start)] = cpu
         total = cgroup_cpu if cgroup_cpu is not None else sum(self.cpu_seen.values())
-        self.report.cpu_s = max(self.report.cpu_s, total)
+        self.report.add_cpu(self.name, total)
         return total, threads
 
     # -- the end ------------------------------------------------------------------------

@@ -148,6 +148,7 @@ class Leases(Scenario):
         env=("WORKER_ID", "PG_DSN", "STORE_URL", "STORE_KEY", "LEASE_NAME", "LEASE_TTL_S"),
         libraries=("psycopg[binary]",),
         solution="worker.py",
+        side_effect="job_write",
         private_sections=("The golden implementation", "Variants", "Validation"),
     )
     settle_timeout_s = 20.0

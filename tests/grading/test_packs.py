@@ -213,3 +213,42 @@ def test_a_graded_trace_replays_its_candidate_and_refuses_a_changed_one(pack: Gr
     assert refused.stdout == ""
     (line,) = refused.stderr.strip().splitlines()
     assert "changed since the graded run" in line
+
+
+@pytest.mark.parametrize("name", ["tenants", "leases"])
+def test_the_harbor_task_scores_its_oracle_1_and_a_no_op_0(
+    name: str, tmp_path: Path, key_file: Path
+) -> None:
+    """As test_graded_runs does for payments: the exported verifier, on this machine."""
+    task = tmp_path / "harbor"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [sys.executable, "-m", "chaos", "task", name, "--format", "harbor", "-o", task,
+         "--heldout-key", key_file],
+        check=True, capture_output=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    scenario = load_scenario(name)
+    assert scenario.task is not None
+    service = scenario.task.service
+    checks = {
+        "oracle": task / "solution" / service,
+        "no-op": task / "environment" / "workspace" / f"{service}.py",
+    }
+    running = {}
+    for who, impl in checks.items():
+        running[who] = subprocess.Popen(
+            ["bash", str(task / "tests" / "test.sh")],
+            env={**env, "CHAOS_REWARD_DIR": str(tmp_path / who), "CHAOS_IMPL": str(impl),
+                 "CHAOS_HELDOUT": "1", "CHAOS_JOBS": "1"},
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+    rewards = {}
+    for who, process in running.items():
+        _, err = process.communicate(timeout=900)
+        assert process.returncode == 0, err
+        rewards[who] = json.loads((tmp_path / who / "reward.json").read_text())
+    assert rewards["oracle"]["reward"] == 1.0, rewards
+    assert rewards["oracle"]["harness_errors"] == 0
+    assert rewards["no-op"]["reward"] == 0.0, rewards
+    assert rewards["no-op"]["harness_errors"] == 0
+    assert leftovers() == []
