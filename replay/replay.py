@@ -63,7 +63,7 @@ class ReplayPlan:
         """A fresh candidate for one replay (its own report), or None for a plain run."""
         if self.candidate is None:
             return None
-        return _candidate(self.scenario, self.candidate)
+        return _candidate(self.scenario, self.candidate, (self.path.resolve().parent,))
 
     @property
     def partial(self) -> bool:
@@ -105,7 +105,9 @@ def _drift(header: dict[str, Any], scenario: Scenario) -> list[str]:
     return drift + version_drift(header)
 
 
-def _candidate(scenario: Scenario, recorded: dict[str, Any]) -> Candidate:
+def _candidate(
+    scenario: Scenario, recorded: dict[str, Any], hidden: tuple[Path, ...] = ()
+) -> Candidate:
     """The program a graded trace ran, checked unchanged (ConfigError, one line, if not)."""
     from chaos.sandbox.candidate import Limits, Program
     from chaos.sandbox.graded import make_candidate
@@ -132,6 +134,7 @@ def _candidate(scenario: Scenario, recorded: dict[str, Any]) -> Candidate:
         program,
         limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
         isolation=isolation if isinstance(isolation, str) else None,
+        hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
     )
 
 
