@@ -2,12 +2,13 @@
 
 Per pack, graded side by side: the golden implementation (made self-contained) on the seeds
 that expose the variants, each one-fault variant as a candidate on a seed of the golden
-fault space that exposes it (the seeds were found by grading each variant on seeds 0-9:
-tenants; from the leases README's golden-space table: leases; payments: as
-test_graded_runs), the pack's starter, and an adversary that goes for the evidence in
-PostgreSQL. Then: a graded trace replays its candidate; a changed candidate is refused.
+fault space that exposes it (found by grading each variant on seeds 0-9 for tenants and
+0-12 and 29 for leases, whose renew-without-owner-check shows on seed 5 in a plain run but
+not graded; payments as test_graded_runs), the pack's starter, and an adversary that goes
+for the evidence in PostgreSQL. Then: a graded trace replays its candidate; a changed
+candidate is refused; the exported Harbor task scores its oracle 1 and a no-op 0.
 
-About four minutes on a 2-core machine (leases' runs take 15-35 s each).
+About four minutes a pack on a 2-core machine (leases' runs take 15-35 s each).
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ CASES = {
     "tenants": PackCase((2, 6), {"session-tenant": 2, "missing-policy": 6,
                                  "definer-function": 6}, "read_your_writes",
                         "tenants_owner_reads.py", "tenant_isolation"),
-    "leases": PackCase((4, 5, 7), {"no-fencing": 7, "wall-clock-expiry": 4,
-                                   "renew-without-owner-check": 5}, "job_recovered",
+    "leases": PackCase((4, 7, 29), {"no-fencing": 7, "wall-clock-expiry": 4,
+                                    "renew-without-owner-check": 29}, "job_recovered",
                        "leases_forge.py", "fencing_tokens"),
 }  # fmt: skip
 
