@@ -105,8 +105,9 @@ class NetNamespace:
 
         return _in_thread(bind)
 
-    def socket(self) -> socket.socket:
-        """A TCP socket created inside the namespace (not bound, not connected)."""
+    async def dial(self, host: str, port: int) -> trio.SocketStream:
+        """Connect to ``host:port`` as seen from inside the namespace (a server the
+        candidate listens on): a proxy's dialer for a link into the candidate."""
         fd = self.fd
         if fd is None:
             raise ServiceError("network namespace closed")
@@ -116,12 +117,7 @@ class NetNamespace:
                 raise _errno("setns")
             return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 
-        return _in_thread(make)
-
-    async def dial(self, host: str, port: int) -> trio.SocketStream:
-        """Connect to ``host:port`` as seen from inside the namespace (a server the
-        candidate listens on): a proxy's dialer for a link into the candidate."""
-        sock = trio.socket.from_stdlib_socket(self.socket())
+        sock = trio.socket.from_stdlib_socket(_in_thread(make))
         try:
             await sock.connect((host, port))
         except BaseException:

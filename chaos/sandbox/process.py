@@ -284,7 +284,9 @@ class _Site:
             self.netns = NetNamespace()
             self._listen(links)
             for name in self.inbound:  # the candidate serves them inside its namespace
-                stack.callback(self.ctx.proxies.proxies[name].dial_with(self.netns.dial))
+                proxy = self.ctx.proxies.proxies[name]
+                proxy.dialer = self.netns.dial
+                stack.callback(setattr, proxy, "dialer", None)
         if self.uid is not None:
             limits = self.limits
             self.cgroup = create_cgroup(

@@ -16,8 +16,6 @@ from faults.proxy.errors import BadRequest, InvalidToxic, ToxicExists, ToxicNotF
 from faults.proxy.toxics import TOXIC_TYPES
 
 STREAMS = ("upstream", "downstream")
-#: Opens one upstream connection: (host, port) -> a connected stream.
-Dialer = Callable[[str, int], Awaitable[trio.SocketStream]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +50,9 @@ class Proxy:
         self._extra_listeners: list[tuple[trio.socket.SocketType, trio.CancelScope]] = []
         self._scope: trio.CancelScope | None = None
         self._connection_hooks: list[Callable[[Connection], None]] = []
-        #: How upstream connections are opened (``dial_with``); None: ``trio.open_tcp_stream``.
-        self.dialer: Dialer | None = None
+        #: How to reach the upstream (default: a TCP dial from the proxy's own network
+        #: namespace); a harness sets one to dial from another namespace (a container's).
+        self.dialer: Callable[[str, int], Awaitable[trio.SocketStream]] | None = None
         if enabled:
             self.start()
 
@@ -111,18 +110,6 @@ class Proxy:
         self._extra_listeners.append((sock, scope))
         self._runtime.spawn(self._serve, sock, scope)
 
-    def dial_with(self, dialer: Dialer | None) -> Callable[[], None]:
-        """Open upstream connections with ``dialer(host, port)`` instead of a plain TCP dial:
-        one that creates its socket in another network namespace (a sandboxed candidate's
-        that listens there), so the proxy's clients reach a server only that namespace
-        holds. Returns a function that restores the previous dialer."""
-        previous, self.dialer = self.dialer, dialer
-
-        def restore() -> None:
-            self.dialer = previous
-
-        return restore
-
     async def _serve(self, sock: trio.socket.SocketType, scope: trio.CancelScope) -> None:
         listener = trio.SocketListener(sock)
         with scope:
@@ -141,8 +128,10 @@ class Proxy:
         server: trio.SocketStream | None = None
         try:
             with trio.move_on_after(self._runtime.dial_timeout):
-                dial = self.dialer or trio.open_tcp_stream
-                server = await dial(host, port)
+                if self.dialer is not None:
+                    server = await self.dialer(host, int(port))
+                else:
+                    server = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             self.emit("dial_failed", conn=index, upstream=self.upstream, error=str(exc))
         if server is None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from chaos.sandbox._netns import NetNamespace
-from chaos.sandbox.process import namespaces_available
+from chaos.sandbox.process import NetNamespace, namespaces_available
 from chaos.services import free_port
 from tests.faults.proxy.conftest import open_rig, receive_exactly
 
@@ -47,10 +46,10 @@ async def test_a_proxy_reaches_a_server_only_the_namespace_holds(nursery: trio.N
         proxy = rig.server.create_proxy("client-api", "127.0.0.1:0", f"127.0.0.1:{port}")
         proxy_port = int(proxy.listen.rsplit(":", 1)[1])
         assert await _through(proxy_port) is None  # nothing listens there outside
-        restore = proxy.dial_with(netns.dial)
+        proxy.dialer = netns.dial
         assert await _through(proxy_port) == b"ping"
         assert await _through(proxy_port) == b"ping"
-        restore()
+        proxy.dialer = None
         assert await _through(proxy_port) is None
         dialled = [e for e in rig.events if e["event"] == "connection_opened"
                    and e.get("proxy") == "client-api"]  # fmt: skip
