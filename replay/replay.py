@@ -76,35 +76,6 @@ def replay_path(original: Path, number: int) -> Path:
     return original.with_name(f"{stem}.replay-{number}.trace")
 
 
-def _field(header: dict[str, Any], name: str, kind: type) -> Any:
-    value = header.get(name)
-    if not isinstance(value, kind) or isinstance(value, bool) or value == "":
-        raise TraceFormatError(f"trace header has no valid {name} ({value!r}); cannot replay it")
-    return value
-
-
-def _scenario(header: dict[str, Any]) -> Scenario:
-    scenario_id = _field(header, "scenario_id", str)
-    where = header.get("scenario_path")
-    if not (BUILTIN_ROOT / scenario_id / "scenario.py").is_file() and isinstance(where, str):
-        scenario_id = where
-    try:
-        return load_scenario(scenario_id)
-    except ConfigError as exc:
-        raise ConfigError(f"cannot replay: the trace's scenario is not available: {exc}") from None
-
-
-def _drift(header: dict[str, Any], scenario: Scenario) -> list[str]:
-    drift: list[str] = []
-    recorded, present = header.get("scenario_hash"), scenario.content_hash()
-    if recorded != present:
-        drift.append(
-            f"scenario {scenario.id} changed since the trace was recorded "
-            f"(content hash {str(recorded)[:12]} recorded, {present[:12]} now)"
-        )
-    return drift + version_drift(header)
-
-
 def _candidate(
     scenario: Scenario, recorded: dict[str, Any], hidden: tuple[Path, ...] = ()
 ) -> Candidate:
@@ -136,6 +107,35 @@ def _candidate(
         isolation=isolation if isinstance(isolation, str) else None,
         hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
     )
+
+
+def _field(header: dict[str, Any], name: str, kind: type) -> Any:
+    value = header.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool) or value == "":
+        raise TraceFormatError(f"trace header has no valid {name} ({value!r}); cannot replay it")
+    return value
+
+
+def _scenario(header: dict[str, Any]) -> Scenario:
+    scenario_id = _field(header, "scenario_id", str)
+    where = header.get("scenario_path")
+    if not (BUILTIN_ROOT / scenario_id / "scenario.py").is_file() and isinstance(where, str):
+        scenario_id = where
+    try:
+        return load_scenario(scenario_id)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot replay: the trace's scenario is not available: {exc}") from None
+
+
+def _drift(header: dict[str, Any], scenario: Scenario) -> list[str]:
+    drift: list[str] = []
+    recorded, present = header.get("scenario_hash"), scenario.content_hash()
+    if recorded != present:
+        drift.append(
+            f"scenario {scenario.id} changed since the trace was recorded "
+            f"(content hash {str(recorded)[:12]} recorded, {present[:12]} now)"
+        )
+    return drift + version_drift(header)
 
 
 def prepare_replay(path: str | Path, *, strict: bool = False) -> ReplayPlan:

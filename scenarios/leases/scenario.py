@@ -18,10 +18,11 @@ from typing import Any
 import psycopg
 import trio
 
+import chaos.scenario
 import scenarios.leases.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext
 from chaos.errors import ConfigError
-from chaos.scenario import Scenario, Signal, TaskSpec, variant_descriptions
+from chaos.scenario import Scenario, Signal, TaskSpec
 from chaos.services import free_port
 from invariants.history import HARNESS, NEMESIS
 from invariants.leases import EVIDENCE_KEY
@@ -75,7 +76,7 @@ async def _until(check: Callable[[], bool], timeout_s: float) -> bool:
 class Leases(Scenario):
     id = "leases"
     description = "a singleton job under a Postgres lease, writing to a store that checks fencing"
-    variants = variant_descriptions("scenarios.leases.variants")
+    variants = chaos.scenario.variant_descriptions("scenarios.leases.variants")
     invariants = ("fencing_tokens", "exclusive_leases", "job_recovered")
     consistency = ("fencing_tokens", "exclusive_leases")
     catches = {
