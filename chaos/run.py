@@ -194,6 +194,7 @@ def _candidate_header(candidate: Candidate | None) -> dict[str, Any]:
             "path": str(program.path),
             "limits": candidate.limits.to_dict(),
             "isolation": getattr(candidate.sandbox, "requested", None),
+            "sandbox": candidate.sandbox.name,
         }
     }
 

@@ -98,6 +98,12 @@ def _candidate(
             f"cannot replay: the candidate {where} changed since the graded run "
             f"(SHA-256 {sha[:12]} recorded, {program.sha256[:12]} now)"
         )
+    kind = recorded.get("sandbox", "process")
+    if kind != "process":
+        raise ConfigError(
+            f"cannot replay: the graded run used the {kind} sandbox; replays run candidates "
+            "in the process sandbox only"
+        )
     limits = recorded.get("limits")
     isolation = recorded.get("isolation")
     return make_candidate(
