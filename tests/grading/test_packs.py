@@ -254,3 +254,19 @@ def test_the_harbor_task_scores_its_oracle_1_and_a_no_op_0(
     assert rewards["no-op"]["reward"] == 0.0, rewards
     assert rewards["no-op"]["harness_errors"] == 0
     assert leftovers() == []
+
+
+def test_junit_has_a_case_per_seed_and_invariant_and_fails_the_variants(pack: Graded) -> None:
+    from xml.etree import ElementTree
+
+    from chaos.grading import junit_xml
+
+    invariants = len(pack.scenario.invariants)
+    golden = ElementTree.fromstring(junit_xml(pack.grades["golden"]))
+    assert len(golden.findall(".//testcase")) == len(pack.grades["golden"].seeds) * (invariants + 1)
+    assert golden.findall(".//failure") == []
+    for variant in CASES[pack.scenario.id].variants:
+        suite = ElementTree.fromstring(junit_xml(pack.grades[variant]))
+        failed = {case.get("name") for case in suite.findall(".//testcase")
+                  if case.find("failure") is not None}  # fmt: skip
+        assert any(pack.scenario.catches[variant] in str(name) for name in failed), failed
