@@ -30,6 +30,7 @@ from chaos.services import (
     open_nats,
     open_postgres,
     open_process_service,
+    require_passwords,
 )
 from chaos.services.container import ContainerService, open_container
 from chaos.services.images import image_ref
@@ -127,6 +128,8 @@ class RunContext:
             pg = await self.stack.enter_async_context(
                 open_postgres(self.run_dir, log_sink=self.recorder.log_line)
             )
+            # Only the harness logs in as the superuser: programs get roles (create_role).
+            await trio.to_thread.run_sync(require_passwords, pg)
         self.dependencies.append(pg)
         return pg
 

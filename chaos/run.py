@@ -200,7 +200,19 @@ def _candidate_header(candidate: Candidate | None) -> dict[str, Any]:
     """A graded run's trace says whose program ran in place of which service."""
     if candidate is None:
         return {}
-    return {"candidate": {"service": candidate.service, "sha256": candidate.program.sha256}}
+    program = candidate.program
+    return {
+        "candidate": {
+            "service": candidate.service,
+            "sha256": program.sha256,
+            # what `chaos replay` needs to run the same program again (and to refuse a
+            # changed one): where it was, its limits, the isolation asked for
+            "path": str(program.path),
+            "limits": candidate.limits.to_dict(),
+            "isolation": getattr(candidate.sandbox, "requested", None),
+            "sandbox": candidate.sandbox.name,
+        }
+    }
 
 
 def is_interruption(exc: BaseException) -> bool:

@@ -287,6 +287,26 @@ class Scenario(ABC):
         return h.hexdigest()
 
 
+#: What a scenario's variant list holds where its implementations are held out (a task's
+#: image: ``chaos task --format harbor``): the golden name only, so graded runs still go.
+HELD_OUT = {"golden": "(the implementations are held out of this copy of the pack)"}
+
+
+def variant_descriptions(module: str) -> dict[str, str]:
+    """name -> description of the classes in ``module``'s ``VARIANTS`` (each with a
+    ``description``), imported when asked. A scenario module calls this instead of
+    importing its variants, so it still loads where the pack's implementations of the task's
+    service were left out (an exported task's image): then only ``golden`` is listed."""
+    try:
+        found = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        package = module.rpartition(".")[0]
+        if exc.name is None or not (exc.name == package or exc.name.startswith(package + ".")):
+            raise
+        return dict(HELD_OUT)
+    return {name: str(cls.description) for name, cls in found.VARIANTS.items()}
+
+
 def builtin_scenarios() -> list[str]:
     return sorted(p.name for p in BUILTIN_ROOT.iterdir() if (p / "scenario.py").is_file())
 

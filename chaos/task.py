@@ -221,6 +221,85 @@ def program_modules(scenario: Scenario, source: Path) -> tuple[str, dict[str, Pa
     return entry, found
 
 
+def _pack_modules(scenario: Scenario) -> dict[str, Path]:
+    """Every Python module of the pack folder: name -> file."""
+    root = next(
+        r
+        for r in (PROJECT_ROOT, scenario.path.parent)
+        if scenario.path.resolve().is_relative_to(r.resolve())
+    )
+    found = {}
+    for file in sorted(scenario.path.rglob("*.py")):
+        if "__pycache__" in file.parts:
+            continue
+        relative = file.relative_to(root).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        found[".".join(parts)] = file
+    return found
+
+
+def private_files(scenario: Scenario) -> list[Path]:
+    """The pack's files that only its implementation of the task's service needs (the
+    solution and what it alone imports: payments' consumer, charger and variants): left
+    out of what a candidate can read. A module that anything else of the pack imports
+    (the scenario, the checkers, the other services, the starter) stays public."""
+    task = task_of(scenario)
+    if task.solution is None:
+        return []
+    _, solution = program_modules(scenario, scenario.path / task.solution)
+    pack = _pack_modules(scenario)
+    public_roots = [name for name in pack if name not in solution]
+    roots = [PROJECT_ROOT, scenario.path.parent]
+    public: set[str] = set()
+    todo = list(public_roots)
+    while todo:
+        name = todo.pop()
+        if name in public:
+            continue
+        public.add(name)
+        file = _module_file(name, roots)
+        if file is not None:
+            todo.extend(n for n in _imports(file, name) if n not in public)
+    return sorted(
+        file
+        for name, file in solution.items()
+        if name not in public and file.resolve().is_relative_to(scenario.path.resolve())
+    )
+
+
+def _public_faults_toml(text: str) -> str:
+    """faults.toml with only the golden fault space (graded runs use it) and no comments
+    (they describe the variants)."""
+    out: list[str] = []
+    keep = True
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            continue
+        if stripped.startswith("["):
+            table = stripped.strip("[]").split(".")[0].strip().strip('"')
+            keep = table == "golden"
+        if keep:
+            out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip() + "\n"
+
+
+def public_pack(scenario: Scenario, target: Path) -> None:
+    """Copy the pack to ``target`` as a candidate may read it: without ``private_files``,
+    with the public specification as README.md and only the golden fault space."""
+    task = task_of(scenario)
+    private = {p.resolve() for p in private_files(scenario)}
+    _copy_tree(scenario.path, target)
+    for file in private:
+        (target / file.relative_to(scenario.path.resolve())).unlink()
+    readme = target / "README.md"
+    if readme.is_file():
+        readme.write_text(public_spec(readme.read_text(encoding="utf-8"), task.private_sections))
+    faults = target / "faults.toml"
+    if faults.is_file():
+        faults.write_text(_public_faults_toml(faults.read_text(encoding="utf-8")))
+
+
 def bundle_program(
     scenario: Scenario,
     out: Path,
@@ -311,6 +390,9 @@ if [ -z "$impl" ]; then
 fi
 mkdir -p "$out"
 chmod 600 "$here/heldout.key"
+# the whole harness and pack (the image holds the pack without its implementation)
+chmod -R go-rwx "$here/harness" "$here/pack" 2>/dev/null
+export PYTHONPATH="$here/harness${{PYTHONPATH:+:$PYTHONPATH}}"
 python3 -m chaos grade {scenario} --impl "$impl" --heldout-key "$here/heldout.key" \\
     --heldout "${{CHAOS_HELDOUT:-{heldout}}}" --jobs "${{CHAOS_JOBS:-{jobs}}}" \\
     --out-dir "$out/traces" --junit "$out/junit.xml" --json > "$out/grade.json"
@@ -365,8 +447,15 @@ def _copy_tree(source: Path, target: Path) -> None:
     )
 
 
-def _harness_install(env_dir: Path) -> str:
-    """Copy the harness's source into the build context; the Dockerfile lines installing it."""
+_HARNESS_PACKAGES = ("chaos", "faults", "replay", "invariants")
+
+
+def _harness_install(env_dir: Path, scenario: Scenario, builtin: bool) -> str:
+    """Copy the harness's source into the build context; the Dockerfile lines installing it.
+
+    The image gets the harness and, of the built-in packs, only the task's, as a candidate
+    may read it (``public_pack``): the agent self-checks with it, and cannot read the
+    golden implementation in it. The verifier brings the whole pack (``tests/harness``)."""
     if not (PROJECT_ROOT / "pyproject.toml").is_file():
         from chaos.grading import harness_version
 
@@ -376,12 +465,37 @@ def _harness_install(env_dir: Path) -> str:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (PROJECT_ROOT / name).is_file():
             shutil.copyfile(PROJECT_ROOT / name, target / name)
-    for package in ("chaos", "faults", "replay", "invariants", "scenarios"):
+    for package in _HARNESS_PACKAGES:
         _copy_tree(PROJECT_ROOT / package, target / package)
+    scenarios = target / "scenarios"
+    scenarios.mkdir()
+    for name in ("__init__.py", "py.typed"):
+        if (BUILTIN_ROOT / name).is_file():
+            shutil.copyfile(BUILTIN_ROOT / name, scenarios / name)
+    if builtin:
+        public_pack(scenario, scenarios / scenario.id)
     return (
         "COPY chaos-harness /opt/chaos-harness\n"
         "RUN pip install --no-cache-dir /opt/chaos-harness && rm -rf /opt/chaos-harness"
     )
+
+
+def _verifier_harness(tests: Path, scenario: Scenario, builtin: bool) -> None:
+    """The whole harness and pack for the verifier (``tests/``, which reaches the container
+    only after the agent is done): ``tests/test.sh`` puts it first on PYTHONPATH."""
+    target = tests / "harness"
+    target.mkdir()
+    for package in _HARNESS_PACKAGES:
+        _copy_tree(PROJECT_ROOT / package, target / package)
+    scenarios = target / "scenarios"
+    scenarios.mkdir()
+    for name in ("__init__.py", "py.typed"):
+        if (BUILTIN_ROOT / name).is_file():
+            shutil.copyfile(BUILTIN_ROOT / name, scenarios / name)
+    if builtin:
+        _copy_tree(scenario.path, scenarios / scenario.id)
+    else:
+        _copy_tree(scenario.path, tests / "pack")
 
 
 def verifier_timeout_s(task: TaskSpec, seeds: int, jobs: int) -> float:
@@ -419,9 +533,9 @@ def write_harbor(
 
     env_dir = out / "environment"
     env_dir.mkdir()
-    install = _harness_install(env_dir)
+    install = _harness_install(env_dir, scenario, builtin)
     if not builtin:
-        _copy_tree(scenario.path, env_dir / "pack")
+        public_pack(scenario, env_dir / "pack")
         install += f"\nCOPY pack {scenario_arg}"
     (env_dir / "Dockerfile").write_text(_DOCKERFILE.format(install=install))
     workspace = env_dir / "workspace"
@@ -482,9 +596,11 @@ def write_harbor(
     tests = out / "tests"
     tests.mkdir()
     test_sh = tests / "test.sh"
+    verifier_scenario = scenario.id if builtin else '"$here/pack"'
     test_sh.write_text(
-        _TEST_SH.format(service=service, scenario=scenario_arg, heldout=count, jobs=jobs)
+        _TEST_SH.format(service=service, scenario=verifier_scenario, heldout=count, jobs=jobs)
     )
+    _verifier_harness(tests, scenario, builtin)
     test_sh.chmod(0o755)
     (tests / "reward.py").write_text(_REWARD_PY.format())
     key_file = tests / "heldout.key"

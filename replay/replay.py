@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import ChaosError, ConfigError, TraceError, TraceFormatError
 from chaos.run import RunOptions, run_scenario
@@ -28,6 +28,9 @@ from replay.trace import Trace, check_trace_path, read_trace, version_drift
 
 from ._divergence import first_divergence
 from ._outcome import ReplayOutcome, ReplayReport, mismatched, verdict_map
+
+if TYPE_CHECKING:
+    from chaos.sandbox.candidate import Candidate
 
 Progress = Callable[[str], None]
 
@@ -53,6 +56,14 @@ class ReplayPlan:
     seed: int
     schedule: FaultSchedule
     drift: list[str]
+    #: A graded run's candidate (the trace header's ``candidate``): replays run it again.
+    candidate: dict[str, Any] | None = None
+
+    def new_candidate(self) -> Candidate | None:
+        """A fresh candidate for one replay (its own report), or None for a plain run."""
+        if self.candidate is None:
+            return None
+        return _candidate(self.scenario, self.candidate, (self.path.resolve().parent,))
 
     @property
     def partial(self) -> bool:
@@ -63,6 +74,45 @@ def replay_path(original: Path, number: int) -> Path:
     """Where replay ``number`` of ``original`` is written: ``NAME.replay-N.trace`` beside it."""
     stem = original.name.removesuffix(".trace")
     return original.with_name(f"{stem}.replay-{number}.trace")
+
+
+def _candidate(
+    scenario: Scenario, recorded: dict[str, Any], hidden: tuple[Path, ...] = ()
+) -> Candidate:
+    """The program a graded trace ran, checked unchanged (ConfigError, one line, if not)."""
+    from chaos.sandbox.candidate import Limits, Program
+    from chaos.sandbox.graded import make_candidate
+
+    where, sha = recorded.get("path"), recorded.get("sha256")
+    if not isinstance(where, str) or not isinstance(sha, str):
+        raise ConfigError(
+            "cannot replay: the trace is a graded run but does not record where its candidate "
+            "program was (recorded by an older harness)"
+        )
+    try:
+        program = Program.from_path(where)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot replay the graded run: {exc}") from None
+    if program.sha256 != sha:
+        raise ConfigError(
+            f"cannot replay: the candidate {where} changed since the graded run "
+            f"(SHA-256 {sha[:12]} recorded, {program.sha256[:12]} now)"
+        )
+    kind = recorded.get("sandbox", "process")
+    if kind != "process":
+        raise ConfigError(
+            f"cannot replay: the graded run used the {kind} sandbox; replays run candidates "
+            "in the process sandbox only"
+        )
+    limits = recorded.get("limits")
+    isolation = recorded.get("isolation")
+    return make_candidate(
+        scenario,
+        program,
+        limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
+        isolation=isolation if isinstance(isolation, str) else None,
+        hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
+    )
 
 
 def _field(header: dict[str, Any], name: str, kind: type) -> Any:
@@ -158,7 +208,11 @@ def prepare_replay(
     drift = _drift(trace.header, scenario)
     if strict and drift:
         raise ConfigError(f"trace {path} does not match this environment (--strict): {drift[0]}")
-    return ReplayPlan(path, trace, scenario, variant, seed, schedule, drift)
+    recorded = trace.header.get("candidate")
+    candidate = recorded if isinstance(recorded, dict) else None
+    plan = ReplayPlan(path, trace, scenario, variant, seed, schedule, drift, candidate)
+    plan.new_candidate()  # refuses a changed or missing program before anything runs
+    return plan
 
 
 async def _replay_once(plan: ReplayPlan, number: int, progress: Progress) -> ReplayOutcome:
@@ -170,6 +224,7 @@ async def _replay_once(plan: ReplayPlan, number: int, progress: Progress) -> Rep
         out=out,
         schedule=plan.schedule,
         progress=progress,
+        candidate=plan.new_candidate(),
     )
     outcome = ReplayOutcome(number, out)
     started = time.monotonic()

@@ -380,6 +380,10 @@ async def test_external_services_are_isolated_per_run_and_cleaned(
                 _rows, pg.dsn, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
             )
             assert tables == []
+            roles = await trio.to_thread.run_sync(
+                _rows, pg.dsn, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'chaos_%'"
+            )
+            assert roles == []  # the consumer's own role of each run
             jsz = await trio.to_thread.run_sync(_get, f"http://127.0.0.1:{nats.monitor_port}/jsz")
             assert jsz["streams"] == 0
 

@@ -200,8 +200,16 @@ class CandidateReport:
     starts: int = 0
     #: Starts whose ready line never came (the run went on without it).
     not_ready: int = 0
+    #: CPU seconds of all its processes, over every instance it ran as.
     cpu_s: float = 0.0
+    #: CPU seconds per instance (leases runs the candidate as worker-1, worker-2, ...).
+    cpu_by_service: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    def add_cpu(self, service: str, seconds: float) -> None:
+        """The CPU seconds ``service``'s instance has used so far (never decreasing)."""
+        self.cpu_by_service[service] = max(self.cpu_by_service.get(service, 0.0), seconds)
+        self.cpu_s = sum(self.cpu_by_service.values())
 
     def contain(self, reason: str, detail: str, t: float) -> bool:
         """Record a containment; False if this reason was already recorded."""
@@ -221,6 +229,7 @@ class CandidateReport:
             "starts": self.starts,
             "not_ready": self.not_ready,
             "cpu_s": round(self.cpu_s, 3),
+            "cpu_by_service": {k: round(v, 3) for k, v in self.cpu_by_service.items()},
             "notes": list(self.notes),
         }
 

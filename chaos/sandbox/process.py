@@ -248,6 +248,8 @@ class _Site:
         self.scratch_mounted = False
         self.detector: BypassDetector | None = None
         self.tripwires: list[tuple[trio.socket.SocketType, str]] = []
+        #: Links whose upstream the candidate serves (tenants' API): dialled into it.
+        self.inbound: list[str] = []
         self.gone: set[int] = set()
         self.exited: set[int] = set()
         self.status_offset = 0
@@ -274,12 +276,17 @@ class _Site:
         clock.mkdir(mode=0o755)
         skew = SkewFile(clock / "faketime")
         links = self._candidate_links(env)
+        self.inbound = self._inbound_links(env, links)
         self.detector = BypassDetector(self._dependencies())
         for proxy in self.ctx.proxies.proxies.values():
             stack.callback(proxy.on_connection(self._proxied))
         if self.root:
             self.netns = NetNamespace()
             self._listen(links)
+            for name in self.inbound:  # the candidate serves them inside its namespace
+                proxy = self.ctx.proxies.proxies[name]
+                proxy.dialer = self.netns.dial
+                stack.callback(setattr, proxy, "dialer", None)
         if self.uid is not None:
             limits = self.limits
             self.cgroup = create_cgroup(
@@ -382,6 +389,25 @@ class _Site:
                 found.append(name)
         return found
 
+    def _inbound_links(self, env: dict[str, str], outbound: list[str]) -> list[str]:
+        """The links into the candidate: those whose upstream is a loopback port its
+        environment names (``PORT=8080`` or an address): it is the server there, and
+        their clients (the workload) reach it through them."""
+        ports: set[int] = set()
+        for value in env.values():
+            if value.strip().isdigit():
+                ports.add(int(value))
+            for m in _ADDRESS.finditer(value):
+                ports.add(int(m.group(3)))
+        found = []
+        for name, proxy in self.ctx.proxies.proxies.items():
+            host, _, port = proxy.upstream.rpartition(":")
+            if name in outbound or host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
+                continue
+            if int(port) in ports:
+                found.append(name)
+        return found
+
     def _dependencies(self) -> list[Dependency]:
         deps: list[Dependency] = []
         for service in getattr(self.ctx, "dependencies", []):
@@ -399,6 +425,8 @@ class _Site:
                                        nats_monitor=monitor))  # fmt: skip
         known = {d.address for d in deps}
         for name, proxy in self.ctx.proxies.proxies.items():
+            if name in self.inbound:
+                continue  # the candidate's own server, not a dependency
             host, _, port = proxy.upstream.rpartition(":")
             if (host, int(port)) not in known:
                 known.add((host, int(port)))
@@ -683,7 +711,7 @@ class _Site:
             threads += n
             self.cpu_seen[(pid, entry.start)] = cpu
         total = cgroup_cpu if cgroup_cpu is not None else sum(self.cpu_seen.values())
-        self.report.cpu_s = max(self.report.cpu_s, total)
+        self.report.add_cpu(self.name, total)
         return total, threads
 
     # -- the end ------------------------------------------------------------------------

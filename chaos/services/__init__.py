@@ -3,7 +3,15 @@
 from chaos.services.clock import SkewFile, libfaketime_library
 from chaos.services.nats import NatsService, external_nats, open_nats, read_nats_info
 from chaos.services.ports import free_port, tcp_accepting
-from chaos.services.postgres import PostgresService, external_postgres, open_postgres
+from chaos.services.postgres import (
+    PostgresRole,
+    PostgresService,
+    create_role,
+    drop_role,
+    external_postgres,
+    open_postgres,
+    require_passwords,
+)
 from chaos.services.process import (
     ExitHook,
     LogSink,
@@ -18,10 +26,13 @@ __all__ = [
     "LogSink",
     "ManagedProcess",
     "NatsService",
+    "PostgresRole",
     "PostgresService",
     "ReadyProbe",
     "SkewFile",
+    "create_role",
     "default_run_parent",
+    "drop_role",
     "external_nats",
     "external_postgres",
     "free_port",
@@ -31,5 +42,6 @@ __all__ = [
     "open_process_service",
     "open_run_dir",
     "read_nats_info",
+    "require_passwords",
     "tcp_accepting",
 ]

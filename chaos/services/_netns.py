@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+import trio
+
 from chaos.errors import ServiceError
 
 CLONE_NEWNET = 0x40000000
@@ -124,6 +126,26 @@ class NetNamespace:
             return sockets
 
         return _in_thread(bind)
+
+    async def dial(self, host: str, port: int) -> trio.SocketStream:
+        """Connect to ``host:port`` as seen from inside the namespace (a server the
+        candidate listens on): a proxy's dialer for a link into the candidate."""
+        fd = self.fd
+        if fd is None:
+            raise ServiceError("network namespace closed")
+
+        def make() -> socket.socket:
+            if _libc.setns(fd, CLONE_NEWNET) != 0:
+                raise _errno("setns")
+            return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+
+        sock = trio.socket.from_stdlib_socket(_in_thread(make))
+        try:
+            await sock.connect((host, port))
+        except BaseException:
+            sock.close()
+            raise
+        return trio.SocketStream(sock)
 
     def close(self) -> None:
         if self.fd is not None:

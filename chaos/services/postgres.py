@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import ctypes
+import secrets
 import shutil
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import trio
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from chaos.errors import ConfigError
+from chaos.errors import ConfigError, ServiceError
 from chaos.services._pg_template import PG_SUPERUSER, chown_tree, prepare_postgres
 from chaos.services.ports import free_port, tcp_accepting
 from chaos.services.process import LogSink, ManagedProcess, open_process_service
@@ -137,3 +140,103 @@ async def open_postgres(
         _release_shared_memory(root / "data")
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))
+
+
+# -- who may connect as whom ---------------------------------------------------------------
+
+#: The embedded cluster's pg_hba.conf once a run requires passwords: every connection is
+#: TCP (no unix socket) and proves its role with a password.
+PASSWORD_HBA = """\
+# written by chaos-harness: every connection proves who it is
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
+_CONNECT_TIMEOUT_S = 30  # the harness's own connections: a loaded machine is slow, not broken
+
+
+@dataclass(frozen=True)
+class PostgresRole:
+    """A login role with its password (``create_role``): what a program is given instead of
+    the superuser."""
+
+    name: str
+    password: str = field(repr=False)
+
+    def dsn(self, address: str, database: str, *, schema: str | None = None) -> str:
+        """A URL that logs in as this role at ``address`` (``host:port``, a link's)."""
+        url = f"postgresql://{quote(self.name)}:{quote(self.password)}@{address}/{quote(database)}"
+        if schema is not None and schema != "public":
+            url += f"?options=-csearch_path%3D{quote(schema)}"
+        return url
+
+
+def require_passwords(service: PostgresService) -> None:
+    """Make an embedded cluster authenticate every connection by password (it is created
+    trusting every local connection): the superuser gets a fresh random password, the
+    cluster's pg_hba.conf requires ``scram-sha-256`` and is reloaded, and ``service.dsn``
+    carries the password from then on (so only the harness, which holds the service, can
+    log in as the superuser). A no-op for an external server."""
+    if service.process is None or service.data_dir is None:
+        return
+    password = secrets.token_hex(16)
+    with psycopg.connect(service.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S) as conn:
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        conn.execute(
+            sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                sql.Identifier(service.user), sql.Literal(password)
+            )
+        )
+        row = conn.execute("SHOW hba_file").fetchone()
+        if row is None:
+            raise ServiceError("postgres: no hba_file")
+        Path(row[0]).write_text(PASSWORD_HBA)
+        ok = conn.execute("SELECT pg_reload_conf()").fetchone()
+        if not ok or not ok[0]:
+            raise ServiceError("postgres: could not reload its configuration")
+    service.dsn = (
+        f"postgresql://{quote(service.user)}:{password}@{service.host}:{service.port}/"
+        f"{quote(service.database)}"
+    )
+
+
+def create_role(
+    service: PostgresService,
+    name: str,
+    *,
+    schema: str = "public",
+    database: str | None = None,
+    create: bool = True,
+) -> PostgresRole:
+    """As the harness: a login role ``name`` with a fresh password and no special power
+    (``NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS NOREPLICATION``), allowed to
+    connect to ``database`` (default the service's) and to use ``schema`` (and, with
+    ``create``, to create objects in it: it then owns what it creates). Give it more with
+    ordinary GRANTs. ``drop_role`` removes it (external servers)."""
+    password = secrets.token_hex(16)
+    role = sql.Identifier(name)
+    db = sql.Identifier(database or service.database)
+    with psycopg.connect(service.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S) as conn:
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        conn.execute(
+            sql.SQL(
+                "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS "
+                "NOREPLICATION NOINHERIT PASSWORD {}"
+            ).format(role, sql.Literal(password))
+        )
+        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, role))
+        privileges = sql.SQL("USAGE, CREATE" if create else "USAGE")
+        conn.execute(
+            sql.SQL("GRANT {} ON SCHEMA {} TO {}").format(privileges, sql.Identifier(schema), role)
+        )
+    return PostgresRole(name, password)
+
+
+def drop_role(service: PostgresService, name: str) -> None:
+    """Remove a role ``create_role`` made, with whatever it still owns in the service's
+    database."""
+    role = sql.Identifier(name)
+    with psycopg.connect(service.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
+        if exists:
+            conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(role))
+            conn.execute(sql.SQL("DROP ROLE {}").format(role))

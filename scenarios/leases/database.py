@@ -134,12 +134,23 @@ def role_for(worker: str) -> str:
 
 
 def prepare(
-    dsn: str, host: str, port: int, user: str, database: str, workers: list[str], ttl_s: float
+    dsn: str,
+    host: str,
+    port: int,
+    user: str,
+    database: str,
+    workers: list[str],
+    ttl_s: float,
+    *,
+    secure: bool = True,
 ) -> Access:
     """Create the tables, the audit trigger and the worker roles; then require passwords.
 
-    Runs as the superuser of a cluster the run owns (embedded): it rewrites the cluster's
-    pg_hba.conf and reloads it, so from then on the harness connects with ``admin_dsn``.
+    Runs as the superuser of a cluster the run owns (embedded): with ``secure`` it rewrites
+    the cluster's pg_hba.conf and reloads it, so from then on the harness connects with
+    ``admin_dsn``. A run's cluster already requires passwords (``RunContext.postgres``):
+    the scenario passes ``secure=False`` and ``dsn`` (which carries the superuser's
+    password) stays the admin DSN.
     """
     admin_password = secrets.token_hex(16)
     roles = {w: (role_for(w), secrets.token_hex(16)) for w in workers}
@@ -163,6 +174,8 @@ def prepare(
             conn.execute(
                 sql.SQL("GRANT SELECT, UPDATE ON leases TO {}").format(sql.Identifier(role))
             )
+        if not secure:
+            return Access(dsn, roles)
         conn.execute(
             sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                 sql.Identifier(user), sql.Literal(admin_password)

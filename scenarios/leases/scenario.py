@@ -7,6 +7,7 @@ failure modes, invariants, what counts as recovered, the variants and their diag
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import urllib.request
@@ -17,15 +18,15 @@ from typing import Any
 import psycopg
 import trio
 
+import chaos.scenario
 import scenarios.leases.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext
 from chaos.scenario import Scenario, Signal, TaskSpec
 from chaos.services import free_port
 from invariants.history import HARNESS, NEMESIS
 from invariants.leases import EVIDENCE_KEY
-from scenarios.leases import auditor, database, store, worker
+from scenarios.leases import auditor, database, store
 from scenarios.leases.checkers import FAULT_CHANGES
-from scenarios.leases.variants import VARIANTS
 
 #: The lease's time to live (seconds): every margin of the scenario derives from it.
 TTL_S = 2.0
@@ -38,6 +39,8 @@ WORKLOAD_S = 8.0
 #: Settled: this long after the last fault or the workload's end, with a write since.
 QUIET_S = 1.5
 STARTUP_TIMEOUT_S = 20.0
+#: The worker's ready line (TASK.md).
+WORKER_READY = "worker ready"
 
 
 def _get_json(url: str) -> Any:
@@ -72,7 +75,7 @@ async def _until(check: Callable[[], bool], timeout_s: float) -> bool:
 class Leases(Scenario):
     id = "leases"
     description = "a singleton job under a Postgres lease, writing to a store that checks fencing"
-    variants = {name: lease.description for name, lease in VARIANTS.items()}
+    variants = chaos.scenario.variant_descriptions("scenarios.leases.variants")
     invariants = ("fencing_tokens", "exclusive_leases", "job_recovered")
     consistency = ("fencing_tokens", "exclusive_leases")
     catches = {
@@ -143,6 +146,10 @@ class Leases(Scenario):
             "job writing to a store that checks fencing tokens; three of them run at once"
         ),
         env=("WORKER_ID", "PG_DSN", "STORE_URL", "STORE_KEY", "LEASE_NAME", "LEASE_TTL_S"),
+        libraries=("psycopg[binary]",),
+        solution="worker.py",
+        side_effect="job_write",
+        private_sections=("The golden implementation", "Variants", "Validation"),
     )
     settle_timeout_s = 20.0
     own_postgres = "it creates roles and requires passwords"
@@ -159,7 +166,17 @@ class Leases(Scenario):
         )
         pg = await ctx.postgres()
         access = await trio.to_thread.run_sync(
-            database.prepare, pg.dsn, pg.host, pg.port, pg.user, pg.database, list(WORKERS), TTL_S
+            functools.partial(
+                database.prepare,
+                pg.dsn,
+                pg.host,
+                pg.port,
+                pg.user,
+                pg.database,
+                list(WORKERS),
+                TTL_S,
+                secure=False,  # the run's cluster already requires passwords
+            )
         )
         audit = await ctx.start_service(
             AUDITOR,
@@ -188,13 +205,13 @@ class Leases(Scenario):
         argv = [ctx.python(), "-m", "scenarios.leases.worker"]
         first, *others = WORKERS
         # worker-1 alone first, so the same worker holds the lease on every run
-        await ctx.start_service(first, argv, env=envs[first], ready_line=worker.READY_LINE)
+        await ctx.start_service(first, argv, env=envs[first], ready_line=WORKER_READY)
         took = await _until(
             lambda: any(e["value"].get("holder") == first for e in _ops(ctx, AUDITOR, "grant")),
             STARTUP_TIMEOUT_S,
         )
         started = [
-            await ctx.start_service(w, argv, env=envs[w], ready_line=worker.READY_LINE, wait=False)
+            await ctx.start_service(w, argv, env=envs[w], ready_line=WORKER_READY, wait=False)
             for w in others
         ]
         await ctx.ready(*started)

@@ -7,6 +7,7 @@ delivery semantics, what counts as recovered, the variants).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import secrets
 import urllib.request
@@ -23,9 +24,8 @@ import trio
 
 import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext, Subject
-from chaos.scenario import Budgets, Scenario, TaskSpec
-from chaos.services import free_port
-from scenarios.payments.variants import VARIANTS
+from chaos.scenario import Budgets, Scenario, TaskSpec, variant_descriptions
+from chaos.services import PostgresRole, PostgresService, create_role, drop_role, free_port
 
 HERE = Path(__file__).resolve().parent
 ORDERS = 30
@@ -74,7 +74,7 @@ def _query(dsn: str, sql: str) -> list[dict[str, Any]]:
 class Payments(Scenario):
     id = "payments"
     description = "orders over JetStream, charged once at a gateway, booked once in Postgres"
-    variants = {name: charger.description for name, charger in VARIANTS.items()}
+    variants = variant_descriptions("scenarios.payments.variants")
     invariants = ("exactly_once", "no_lost_messages", "consistent_final_state")
     consistency = ("consistent_final_state",)
     catches = {"no-idempotency": "exactly_once"}
@@ -127,6 +127,7 @@ class Payments(Scenario):
         pg = await ctx.postgres()
         nats = await ctx.nats()
         names = await self._isolate(ctx, pg.dsn, nats.url)
+        role = await self._role(ctx, pg)
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
         pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
         gateway_for_consumer = ctx.add_link("consumer-gateway", f"127.0.0.1:{gateway_port}")
@@ -146,9 +147,7 @@ class Payments(Scenario):
                 **names,
                 "VARIANT": ctx.variant,
                 "NATS_URL": f"nats://{nats_for_consumer}",
-                "PG_DSN": _with_schema(
-                    f"postgresql://{pg.user}@{pg_for_consumer}/{pg.database}", ctx.state["schema"]
-                ),
+                "PG_DSN": role.dsn(pg_for_consumer, pg.database, schema=ctx.state["schema"]),
                 "GATEWAY_URL": f"http://{gateway_for_consumer}",
                 "ACK_WAIT_S": str(ACK_WAIT_S),
             },
@@ -156,6 +155,24 @@ class Payments(Scenario):
             wait=False,
         )
         await ctx.ready(gateway, consumer)
+
+    async def _role(self, ctx: RunContext, pg: PostgresService) -> PostgresRole:
+        """The consumer's own role: it may connect and create (and so own) tables in the
+        run's schema, nothing else; the harness keeps the superuser (README, "The
+        database")."""
+        schema = ctx.state["schema"]
+        name = "payments_consumer" if schema == "public" else f"{schema}_consumer"
+        role = await trio.to_thread.run_sync(
+            functools.partial(create_role, pg, name, schema=schema)
+        )
+        if ctx.shared_services:
+
+            async def drop() -> None:
+                with trio.CancelScope(shield=True), trio.move_on_after(10):
+                    await trio.to_thread.run_sync(drop_role, pg, name)
+
+            ctx.stack.push_async_callback(drop)
+        return role
 
     async def _isolate(self, ctx: RunContext, dsn: str, nats_url: str) -> dict[str, str]:
         """On shared (external) services, give this run a schema and a stream of its own,

@@ -18,11 +18,10 @@ from psycopg.conninfo import make_conninfo
 
 import scenarios.tenants.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext
-from chaos.scenario import Scenario, Signal, TaskSpec
+from chaos.scenario import Scenario, Signal, TaskSpec, variant_descriptions
 from chaos.services import free_port
 from invariants.history import HARNESS
 from scenarios.tenants._client import Client, Step
-from scenarios.tenants.variants import VARIANTS
 
 #: The tenants, in the order each round of the workload serves them.
 TENANTS = ("acme", "globex", "initech")
@@ -133,7 +132,7 @@ def _read(dsn: str) -> dict[str, Any]:
 class Tenants(Scenario):
     id = "tenants"
     description = "a multi-tenant notes API on Postgres: row-level security, pooled connections"
-    variants = {name: api.description for name, api in VARIANTS.items()}
+    variants = variant_descriptions("scenarios.tenants.variants")
     invariants = ("tenant_isolation", "no_cross_tenant_writes", "read_your_writes")
     consistency = ("no_cross_tenant_writes",)
     catches = {
@@ -219,6 +218,9 @@ class Tenants(Scenario):
             "PostgreSQL with row-level security, through a faulty link"
         ),
         env=("PORT", "DATABASE_URL", "OWNER_DATABASE_URL", "APP_ROLE"),
+        libraries=("psycopg[binary]",),
+        solution="server.py",
+        private_sections=("The golden implementation", "Variants", "Reproducibility"),
     )
     settle_timeout_s = 8.0
 

@@ -304,3 +304,14 @@ def test_the_candidate_replaces_the_task_service_and_each_of_its_instances(
     assert not candidate.replaces("worker-")
     assert not candidate.replaces("workers")
     assert not candidate.replaces("store")
+
+
+def test_a_candidate_run_as_several_instances_reports_their_cpu_summed() -> None:
+    from chaos.sandbox.candidate import CandidateReport
+
+    report = CandidateReport("worker", "0" * 64)
+    report.add_cpu("worker-1", 1.5)
+    report.add_cpu("worker-2", 0.5)
+    report.add_cpu("worker-1", 1.0)  # an older sample never lowers what was seen
+    assert report.cpu_s == 2.0
+    assert report.to_json()["cpu_by_service"] == {"worker-1": 1.5, "worker-2": 0.5}
