@@ -130,16 +130,7 @@ class NetNamespace:
     async def dial(self, host: str, port: int) -> trio.SocketStream:
         """Connect to ``host:port`` as seen from inside the namespace (a server the
         candidate listens on): a proxy's dialer for a link into the candidate."""
-        fd = self.fd
-        if fd is None:
-            raise ServiceError("network namespace closed")
-
-        def make() -> socket.socket:
-            if _libc.setns(fd, CLONE_NEWNET) != 0:
-                raise _errno("setns")
-            return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-
-        sock = trio.socket.from_stdlib_socket(_in_thread(make))
+        sock = trio.socket.from_stdlib_socket(self.tcp_socket())
         try:
             await sock.connect((host, port))
         except BaseException:
