@@ -30,6 +30,7 @@ from chaos.context import Subject
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.sandbox.candidate import Limits
+from chaos.services.supervise import RestartPolicy
 from faults.space import FaultSpace
 from invariants import Invariant, get
 
@@ -182,6 +183,9 @@ class Scenario(ABC):
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
+    #: How ``ctx.start_service`` restarts a service under test that exits on its own
+    #: (``RestartPolicy.never()``: leave it dead); a service may override it.
+    restart: ClassVar[RestartPolicy] = RestartPolicy()
 
     path: Path = BUILTIN_ROOT
 
@@ -299,6 +303,7 @@ def load_scenario(name_or_path: str) -> Scenario:
 __all__ = [
     "BUILTIN_ROOT",
     "Budgets",
+    "RestartPolicy",
     "Scenario",
     "Signal",
     "Subject",

@@ -12,6 +12,7 @@ from chaos.services.process import (
     open_process_service,
 )
 from chaos.services.rundir import default_run_parent, open_run_dir
+from chaos.services.supervise import RestartPolicy
 
 __all__ = [
     "ExitHook",
@@ -20,6 +21,7 @@ __all__ = [
     "NatsService",
     "PostgresService",
     "ReadyProbe",
+    "RestartPolicy",
     "SkewFile",
     "default_run_parent",
     "external_nats",

@@ -73,6 +73,8 @@ class FakeService:
         self.pid: int | None = 100
         self.faketime = FakeSkew() if skewable else None
         self.restart_s = restart_s
+        self.supervised = False
+        self.restart_error: Exception | None = None
         self.calls: list[tuple[float, str]] = []
 
     async def kill(self) -> None:
@@ -81,6 +83,9 @@ class FakeService:
 
     async def restart(self) -> None:
         await trio.sleep(self.restart_s)
+        if self.restart_error is not None:
+            self.calls.append((trio.current_time(), "restart failed"))
+            raise self.restart_error
         self.pid = 101
         self.calls.append((trio.current_time(), "restart"))
 
