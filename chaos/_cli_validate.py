@@ -16,8 +16,11 @@ from chaos._cli_out import status_line, verdict_mark
 from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.scenario import load_scenario
+from chaos.stress import cpu_count, open_stress, parse_stress
 from chaos.validate import (
     CAUGHT,
+    Observed,
+    RunFn,
     ValidationReport,
     declared_catches,
     real_replay,
@@ -42,11 +45,33 @@ def check_input(seeds: int, first_seed: int, replays: int) -> None:
     check_seed(first_seed + seeds - 1, "the last held-out seed (--first-seed + --seeds - 1)")
 
 
+def _golden_under_stress(run: RunFn, loops: int | None) -> RunFn:
+    """``run``, with the golden's runs beside ``loops`` busy loops (``--stress``)."""
+    if loops is None:
+        return run
+
+    async def stressed(variant: str, seed: int, out: Path) -> Observed:
+        if variant != "golden":
+            return await run(variant, seed, out)
+        async with open_stress(loops):
+            return await run(variant, seed, out)
+
+    return stressed
+
+
 def validate_command(
-    scenario: str, seeds: int, first_seed: int, replays: int, out_dir: Path | None, as_json: bool
+    scenario: str,
+    seeds: int,
+    first_seed: int,
+    replays: int,
+    out_dir: Path | None,
+    as_json: bool,
+    stress: str | None = None,
 ) -> int:
-    """Validate ``scenario``; print the tables (or one JSON object); return the exit code."""
+    """Validate ``scenario``; print the tables (or one JSON object); return the exit code.
+    ``stress``: the golden's held-out seeds run beside that many busy loops ("auto": 2/CPU)."""
     check_input(seeds, first_seed, replays)
+    loops = parse_stress(stress, 2 * cpu_count())
     loaded = load_scenario(scenario)
     declared_catches(loaded)  # a variant without a declared invariant: exit 2, nothing run
     folder = check_out_dir(out_dir or default_out_dir(loaded.id), "--out-dir")
@@ -72,7 +97,7 @@ def validate_command(
                 first_seed=first_seed,
                 replays=replays,
                 out_dir=folder,
-                run=real_run(loaded, phase),
+                run=_golden_under_stress(real_run(loaded, phase), loops),
                 replay=real_replay(phase),
                 progress=progress,
             )

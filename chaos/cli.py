@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -227,11 +228,19 @@ def replay(
     strict: Annotated[
         bool, typer.Option(help="Scenario or version drift is an error (exit 2), not a warning.")
     ] = False,
+    stress: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[N]",
+            help="Replay beside N busy-loop processes (CPU pressure); alone: as many as the "
+            "trace's recorded load suggests.",
+        ),
+    ] = None,
 ) -> None:
     """Re-run a trace with its own faults: exit 0 reproduced, 1 not, 2 bad input, 3 error."""
     from chaos._cli_replay import replay_command
 
-    _exit_with(replay_command, trace, times, as_json, strict)
+    _exit_with(replay_command, trace, times, as_json, strict, stress)
 
 
 # -- chaos report --------------------------------------------------------------------
@@ -271,11 +280,19 @@ def validate(
         Path | None, typer.Option(help="Trace folder (default traces/validate-SCENARIO).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report object.")] = False,
+    stress: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[N]",
+            help="Run the golden's held-out seeds beside N busy-loop processes (CPU "
+            "pressure); alone: 2 per CPU.",
+        ),
+    ] = None,
 ) -> None:
     """Validate a scenario: exit 0 valid, 1 a check failed, 2 bad input, 3 harness error."""
     from chaos._cli_validate import validate_command
 
-    _exit_with(validate_command, scenario, seeds, first_seed, replays, out_dir, as_json)
+    _exit_with(validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, stress)
 
 
 # -- chaos search --------------------------------------------------------------------
@@ -420,7 +437,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         _signals.install()
     try:
         command = typer.main.get_command(app)
-        result = command.main(args=argv, prog_name="chaos", standalone_mode=False)
+        args = _optional_values(list(sys.argv[1:] if argv is None else argv))
+        result = command.main(args=args, prog_name="chaos", standalone_mode=False)
         if _signals.installed() and _signals.received() is not None:
             raise _signals.Interrupted(_signals.received() or signal.SIGINT)
     except SystemExit:
@@ -431,6 +449,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail_error(exc)
     if isinstance(result, int) and not isinstance(result, bool) and result:
         raise SystemExit(result)
+
+
+#: Options whose value may be left out (``--stress`` alone means ``--stress auto``): typer
+#: does not hand click an optional value, so ``main`` fills it in.
+OPTIONAL_VALUES = {"--stress": "auto"}
+
+
+def _optional_values(args: list[str]) -> list[str]:
+    """``args`` with the default value inserted after an optional-value option given alone
+    (at the end, or before anything that is not a number)."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        out.append(arg)
+        if arg == "--":
+            return out + args[i + 1 :]
+        if arg in OPTIONAL_VALUES and (i + 1 == len(args) or not args[i + 1].isdigit()):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
 
 
 def _fail_error(exc: BaseException) -> NoReturn:

@@ -40,6 +40,7 @@ from chaos.rng import check_seed, derive_seed
 from chaos.sandbox.candidate import Candidate
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
+from chaos.stress import load_snapshot
 from faults.model import FaultSchedule
 from faults.proxy import open_proxy_server
 from faults.schedule import generate
@@ -148,6 +149,7 @@ async def run_scenario(options: RunOptions) -> RunResult:
                 {
                     "space_hash": schedule.space_hash,
                     "invariants": list(scenario.invariants),
+                    "load": load_snapshot(),
                     **_candidate_header(options.candidate),
                 },
             ),
@@ -175,7 +177,9 @@ async def run_scenario(options: RunOptions) -> RunResult:
     finally:
         if not writer.closed:
             try:
-                writer.write_end(outcome, exit_code, time.monotonic() - started)
+                writer.write_end(
+                    outcome, exit_code, time.monotonic() - started, {"load": load_snapshot()}
+                )
             finally:
                 writer.close()
 

@@ -10,6 +10,7 @@ remove what it started.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -25,6 +26,7 @@ from chaos import _signals
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.rng import check_seed
 from chaos.services._spawn import PIPE, Child, spawn
+from chaos.stress import SWEEP_JOBS_ENV
 
 #: How long an interrupted worker may take to clean up before it is killed.
 _STOP_GRACE_S = 60.0
@@ -140,9 +142,9 @@ async def _read_all(stream: trio.abc.ReceiveStream | None, into: bytearray) -> N
 
 
 async def run_seed(
-    scenario: str, variant: str, seed: int, out_dir: Path, extra: list[str]
+    scenario: str, variant: str, seed: int, out_dir: Path, extra: list[str], jobs: int = 1
 ) -> SeedResult:
-    """One ``chaos run`` in a worker process."""
+    """One ``chaos run`` in a worker process (its trace records the sweep's ``jobs``)."""
     trace = out_dir / f"{variant}-seed{seed}.trace"
     argv = [
         sys.executable, "-m", "chaos", "run", scenario, "--seed", str(seed),
@@ -151,7 +153,8 @@ async def run_seed(
     started = time.monotonic()
     # Its own session: a terminal's Ctrl-C reaches the sweep only, which then interrupts each
     # worker exactly once. SIGTERM if the sweep dies: the worker cleans up and exits.
-    process = spawn(argv, stdout=PIPE, stderr=PIPE, start_new_session=True,
+    env = {**os.environ, SWEEP_JOBS_ENV: str(jobs)}
+    process = spawn(argv, stdout=PIPE, stderr=PIPE, start_new_session=True, env=env,
                     pdeathsig=signal.SIGTERM)  # fmt: skip
     stdout, stderr = bytearray(), bytearray()
     # The pipes are read to the end even while the sweep is cancelled (shielded), so an
@@ -209,7 +212,7 @@ async def sweep(
 
     async def one(seed: int) -> None:
         async with limiter:
-            result = await run_seed(scenario, variant, seed, out_dir, extra or [])
+            result = await run_seed(scenario, variant, seed, out_dir, extra or [], jobs)
         results[seed] = result
         if progress is not None:
             progress(result)
