@@ -182,17 +182,30 @@ class GoldenCharger:
             (order["account"], order["amount_cents"]),
         )
 
+    async def after_gateway(self, msg: Any, order_id: str) -> bool:
+        """Called once the gateway has charged, before the booking; True if it acked the
+        message. The golden consumer does nothing here: it acks only after the commit."""
+        return False
+
+    async def ack(self, msg: Any, order_id: str) -> None:
+        try:
+            await msg.ack()
+        except (NatsError, TimeoutError) as exc:
+            op("info", "ack", order_id, error=type(exc).__name__)
+
     async def handle(self, msg: Any) -> None:
         order = json.loads(msg.data)
         order_id = order["order_id"]
         delivery = msg.metadata.num_delivered
         op("invoke", "charge", order_id, delivery=delivery)
+        acked = False
         for attempt in range(1000):
             try:
                 if await self.db_step(self.already_charged(order_id)):
                     op("ok", "charge", order_id, skipped=True, delivery=delivery)
                 else:
                     await self.charge_gateway(order)
+                    acked = acked or await self.after_gateway(msg, order_id)
                     await self.db_step(self.record(order))
                     op("ok", "charge", order_id, delivery=delivery)
                 break
@@ -201,7 +214,5 @@ class GoldenCharger:
                 if isinstance(exc, psycopg.Error | OSError):
                     await self.reset_db()
                 await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-        try:
-            await msg.ack()  # only after the commit: a lost ack means a redelivery
-        except (NatsError, TimeoutError) as exc:
-            op("info", "ack", order_id, error=type(exc).__name__)
+        if not acked:
+            await self.ack(msg, order_id)  # only after the commit: a lost ack means a redelivery
