@@ -254,7 +254,12 @@ async def test_bad_numbers_are_config_errors(
     assert fake.ran == []
 
 
-def test_payments_declares_exactly_once_for_no_idempotency() -> None:
+def test_payments_declares_the_invariant_that_catches_each_variant() -> None:
     from chaos.scenario import load_scenario
 
-    assert declared_catches(load_scenario("payments")) == {"no-idempotency": "exactly_once"}
+    assert declared_catches(load_scenario("payments")) == {
+        "no-idempotency": "exactly_once",
+        "ack-before-commit": "no_lost_messages",
+        "gateway-retry-no-key": "exactly_once",
+        "wall-clock-dedupe": "exactly_once",
+    }
