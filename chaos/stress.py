@@ -81,21 +81,26 @@ def describe(load: Any) -> str:
     return ", ".join(parts) or "not recorded"
 
 
-def suggested_stress(load: Any) -> int:
-    """How many busy loops re-create a recorded load on this machine: the recorded 1-minute
-    load average beyond the CPUs the run used (at least one loop per sweep job beyond one),
-    scaled to this machine's CPUs; at least 1."""
+def suggested_stress(load: Any, current: float | None = None) -> int:
+    """How many busy loops bring this machine to the load a trace recorded: the recorded
+    1-minute load average (or the sweep's ``--jobs``, whichever is larger) per recorded CPU,
+    times this machine's CPUs, minus the load it carries now (``current``: its 1-minute load
+    average, read when not given), since other work still running counts too; 1 to 8 per
+    CPU. Without a recorded load: one per CPU."""
     if not isinstance(load, dict):
         return cpu_count()
     avg = load.get("loadavg")
     recorded = load.get("cpus")
-    cpus = recorded if isinstance(recorded, int) else cpu_count()
+    cpus = recorded if isinstance(recorded, int) and recorded > 0 else cpu_count()
     busy = float(avg[0]) if isinstance(avg, list) and avg else 0.0
     jobs = load.get("sweep_jobs")
     if isinstance(jobs, int):
         busy = max(busy, float(jobs))
-    per_cpu = busy / max(1, cpus)
-    return max(1, min(round(per_cpu * cpu_count()), MAX_STRESS_PER_CPU * cpu_count()))
+    target = busy / cpus * cpu_count()
+    if current is None:
+        now = loadavg()
+        current = now[0] if now else 0.0
+    return max(1, min(round(target - current), MAX_STRESS_PER_CPU * cpu_count()))
 
 
 def check_stress(n: int) -> int:

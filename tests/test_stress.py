@@ -105,9 +105,15 @@ def test_stress_counts_parse_and_bad_ones_are_config_errors() -> None:
 
 def test_the_suggested_stress_follows_the_recorded_load() -> None:
     here = cpu_count()
-    # A sweep at --jobs 8 on 2 CPUs: 4 runs per CPU, so 4 loops per CPU here.
-    assert suggested_stress({"loadavg": [3.0, 2, 1], "cpus": 2, "sweep_jobs": 8}) == 4 * here
-    assert suggested_stress({"loadavg": [0.1, 0, 0], "cpus": 2, "sweep_jobs": None}) == 1
+    # A sweep at --jobs 8 on 2 CPUs: 4 runs per CPU, so 4 loops per CPU here on an idle
+    # machine; what already runs here counts towards it.
+    sweep = {"loadavg": [3.0, 2, 1], "cpus": 2, "sweep_jobs": 8}
+    assert suggested_stress(sweep, current=0.0) == 4 * here
+    assert suggested_stress(sweep, current=1.0) == 4 * here - 1
+    busy = {"loadavg": [6.0, 2, 1], "cpus": 2, "sweep_jobs": None}
+    assert suggested_stress(busy, current=0.0) == 3 * here
+    assert suggested_stress(busy, current=100.0) == 1  # already busier: the least stress
+    assert suggested_stress({"loadavg": [0.1, 0, 0], "cpus": 2}, current=0.0) == 1
     assert suggested_stress(None) == here
     assert describe({"loadavg": [1.5, 1, 0.5], "cpus": 2, "sweep_jobs": 4}) == (
         "loadavg 1.5 1 0.5, 2 cpu(s), sweep --jobs 4"
