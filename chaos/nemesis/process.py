@@ -30,13 +30,18 @@ async def _crash(ctx: NemesisContext, event: FaultEvent, service: Service) -> Ap
     async def restart() -> None:
         try:
             with trio.fail_after(RESTART_TIMEOUT_S):
-                await service.restart()
+                started = await service.restart()
         except ServiceError as exc:
             if not service.supervised:
                 raise
             # It died on its own before it was ready: its supervisor restarts it (backoff).
             ctx.recorder.record(
                 f"{SERVICE_PREFIX}{service.name}", "info", "restart_failed", {"error": str(exc)}
+            )
+            return
+        if started is False:  # another crash killed it while it started: a fault, no error
+            ctx.recorder.record(
+                f"{SERVICE_PREFIX}{service.name}", "info", "restart_interrupted", {}
             )
             return
         ctx.recorder.record(

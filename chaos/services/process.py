@@ -149,11 +149,12 @@ class ManagedProcess:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self, *, wait_ready: bool = True) -> None:
+    async def start(self, *, wait_ready: bool = True) -> bool:
         """Start the child (if not running) and wait until the ready probe passes (unless
-        ``wait_ready`` is false: then ``await ready()`` later, e.g. for several at once)."""
+        ``wait_ready`` is false: then ``await ready()`` later, e.g. for several at once).
+        False when the harness killed this start before it was ready (a crash fault)."""
         if self.running:
-            return
+            return True
         if self._closing:
             raise ServiceError(f"{self.name} is being stopped")
         become_subreaper()
@@ -184,13 +185,15 @@ class ManagedProcess:
         self._started = trio.Event()
         self._nursery.start_soon(self._watch, cur)
         if wait_ready:
-            await self._await_ready(cur)
+            return await self._await_ready(cur)
+        return True
 
-    async def ready(self) -> None:
-        """Wait until the current child passes its ready probe (ServiceError if it cannot)."""
+    async def ready(self) -> bool:
+        """Wait until the current child passes its ready probe (ServiceError if it cannot;
+        False if the harness killed it first)."""
         if self._current is None:
             raise ServiceError(f"{self.name} has not been started")
-        await self._await_ready(self._current)
+        return await self._await_ready(self._current)
 
     def supervise(self, policy: RestartPolicy, record: Record) -> None:
         """Restart the service per ``policy`` whenever it exits on its own, until it is
@@ -229,14 +232,14 @@ class ManagedProcess:
 
         return emit
 
-    async def _await_ready(self, cur: _Incarnation) -> None:
+    async def _await_ready(self, cur: _Incarnation) -> bool:
         with trio.move_on_after(self._ready_timeout):
             while True:
                 if cur.exited.is_set():
                     if cur.expected_exit:
                         # The harness killed it while it started (a crash fault during a
                         # restart): a fault like any other; whoever killed it starts it next.
-                        return
+                        return False
                     with trio.move_on_after(_DRAIN_TIMEOUT):
                         await cur.drained.wait()
                     raise ServiceError(
@@ -245,7 +248,7 @@ class ManagedProcess:
                         self.tail.text(),
                     )
                 if self._ready is None or await self._ready():
-                    return
+                    return True
                 await trio.sleep(_POLL_INTERVAL)
         raise ServiceError(
             f"{self.name} not ready after {self._ready_timeout:g}s: {self.tail.last()}",
@@ -306,10 +309,11 @@ class ManagedProcess:
         await cur.proc.wait()
         await reap_family(members, cur.proc.pid)
 
-    async def restart(self) -> None:
-        """Kill the child if it runs, then start the same argv with the same env again."""
+    async def restart(self) -> bool:
+        """Kill the child if it runs, then start the same argv with the same env again;
+        False when the harness killed the new child before it was ready."""
         await self.kill()
-        await self.start()
+        return await self.start()
 
     async def stop(self) -> None:
         """Graceful stop: SIGCONT, stop signal to the leader, grace period, then SIGKILL all."""

@@ -87,7 +87,7 @@ class Supervisable(Protocol):
     @property
     def returncode(self) -> int | None: ...
 
-    async def start(self, *, wait_ready: bool = True) -> None: ...
+    async def start(self, *, wait_ready: bool = True) -> bool: ...
 
     async def wait_started(self, after: int) -> None: ...
 
@@ -127,10 +127,11 @@ async def supervise(process: Supervisable, policy: RestartPolicy, record: Record
         if process.starts != starts:
             continue  # someone else started it meanwhile (a crash fault's heal)
         try:
-            await process.start()
+            started = await process.start()
         except ServiceError:
             continue  # it died again before it was ready (or never got ready): next round
-        record("start", {"restart": True, "supervised": True})
+        if started:  # (not when a crash fault killed it meanwhile: that fault restarts it)
+            record("start", {"restart": True, "supervised": True})
 
 
 __all__ = ["Record", "RestartPolicy", "Supervisable", "supervise"]

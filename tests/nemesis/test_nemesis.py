@@ -204,6 +204,18 @@ async def test_a_restart_that_dies_before_ready_is_left_to_the_supervisor(
     assert "before it was ready" in failed["value"]["error"]
 
 
+async def test_a_restart_another_crash_cut_short_is_recorded_as_interrupted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    run = FakeRun()
+    run.services["consumer"].killed_while_starting = True
+    crash = fault("crash", "service:consumer", at(1.0), restart_after_s=0.5)
+    await play(run, [crash], workload_ends=10.0, run_ends=11.0)
+    assert run.recorder.phases("f0") == [(1.0, "apply"), (1.6, "heal")]
+    (event,) = [e for e in run.recorder.events if e["process"] == "service:consumer"]
+    assert event["f"] == "restart_interrupted"  # not a start: no process of it is running
+
+
 async def test_cancelling_the_run_heals_shielded_even_a_slow_heal(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

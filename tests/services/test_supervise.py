@@ -43,7 +43,7 @@ class FakeProcess:
         self.returncode, self._expected = -9, True
         self._exited.set()
 
-    async def start(self, *, wait_ready: bool = True) -> None:
+    async def start(self, *, wait_ready: bool = True) -> bool:
         assert self._exited.is_set(), "started while running"
         self.starts += 1
         self.pid = 100 + self.starts
@@ -56,6 +56,7 @@ class FakeProcess:
             self.doomed -= 1
             self.die(2)
             raise ServiceError("svc exited with code 2 before it was ready")
+        return True
 
     async def wait_started(self, after: int) -> None:
         while self.starts <= after:

@@ -53,13 +53,19 @@ async def test_a_kill_while_a_restart_is_starting_is_no_error() -> None:
         p.supervise(FAST, lambda f, v: None)
         await p.kill()
         lines.clear()
+        results: list[bool] = []
+
+        async def first_heal() -> None:  # the first crash's heal, waiting for "ready"
+            results.append(await p.restart())
+
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(p.restart)  # the first crash's heal, waiting for "ready"
+            nursery.start_soon(first_heal)
             await trio.sleep(0.2)
             await p.kill()  # the second crash, before the restart is ready
+        assert results == [False]  # the first heal knows its start was cut short
         assert not p.running
         assert not p.died
-        await p.restart()  # the second crash's heal
+        assert await p.restart()  # the second crash's heal
         assert p.running
         assert p.starts == 3
 
