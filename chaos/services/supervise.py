@@ -7,6 +7,7 @@
                                └─ on its own (died): record ``restart`` (code, attempt,
                                   backoff), sleep the backoff, start it again (ready probe);
                                   a start that lived ``reset_after_s`` resets the backoff
+                                  (a clean exit, code 0, only with ``clean_exit``)
 
 The supervisor reaches the process only through ``Supervisable`` (``ManagedProcess``
 satisfies it), so its decisions are unit-tested on a fake under trio's ``MockClock``.
@@ -30,10 +31,13 @@ class RestartPolicy:
     The n-th restart in a row waits ``initial_backoff_s * multiplier**(n-1)``, at most
     ``max_backoff_s``; a start that stayed up ``reset_after_s`` seconds starts the count
     again. ``max_restarts`` (None: no limit) bounds the restarts of one run.
-    ``RestartPolicy.never()`` leaves a service that exits dead (the run sees it).
+    ``RestartPolicy.never()`` leaves a service that exits dead (the run sees it). Like
+    systemd's ``Restart=on-failure``, a clean exit (code 0) is left alone unless
+    ``clean_exit`` is set (``Restart=always``).
     """
 
     restart: bool = True
+    clean_exit: bool = False
     initial_backoff_s: float = 0.1
     multiplier: float = 2.0
     max_backoff_s: float = 2.0
@@ -107,8 +111,8 @@ async def supervise(process: Supervisable, policy: RestartPolicy, record: Record
         starts = process.starts
         born = trio.current_time()
         await process.exited.wait()
-        if not process.died:
-            # Stopped or killed by the harness (a crash fault restarts it itself).
+        if not process.died or (process.returncode == 0 and not policy.clean_exit):
+            # Stopped or killed by the harness (a crash fault restarts it itself), or done.
             await process.wait_started(after=starts)
             continue
         if trio.current_time() - born >= policy.reset_after_s:

@@ -154,6 +154,22 @@ async def test_no_restart_when_someone_else_started_it_during_the_backoff(
     assert [f for _, f, _ in events] == ["restart"]
 
 
+async def test_a_clean_exit_is_restarted_only_when_the_policy_says_so(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    process = FakeProcess(start_s=0.0)
+    events = await _supervised(nursery, process, POLICY)
+    process.die(0)
+    await trio.sleep(10)
+    assert process.start_times == []
+    assert events == []
+    always = FakeProcess(start_s=0.0)
+    await _supervised(nursery, always, RestartPolicy(clean_exit=True, initial_backoff_s=0.1))
+    always.die(0)
+    await trio.sleep(1)
+    assert [round(t, 3) for t in always.start_times] == [10.1]
+
+
 async def test_never_leaves_a_dead_service_dead(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
