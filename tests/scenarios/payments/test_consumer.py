@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from functools import partial
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 import trio
 
+from chaos.scenario import load_scenario
 from chaos.services import default_run_parent, open_postgres, open_run_dir
 from faults.proxy import open_proxy_server
 from scenarios.payments.charger import GATEWAY_ERRORS, DatabaseStuck, GoldenCharger
@@ -117,3 +120,31 @@ async def test_a_garbled_gateway_reply_is_retried_not_fatal(
     assert type(error).__name__ == "Retry"
     assert isinstance(error.__cause__, cause)
     assert isinstance(error.__cause__, GATEWAY_ERRORS)
+
+
+async def test_a_consumer_that_dies_on_its_own_is_restarted_and_the_run_holds(
+    tmp_path: Path, run_root: Path
+) -> None:
+    # Seeds 10754/10831's consumer died (exit 1) and nothing restarted it: every later
+    # order was lost. Here a kill from outside the harness stands in for any such death.
+    from chaos.run import RunOptions, run_scenario
+    from faults.model import FaultSchedule
+    from scenarios.payments.scenario import Payments
+
+    class DyingConsumer(Payments):
+        async def workload(self, ctx: Any) -> None:
+            pid = ctx.service("consumer").pid
+            os.kill(pid, signal.SIGKILL)  # not the harness's doing: the consumer "died"
+            await super().workload(ctx)
+
+    scenario = DyingConsumer()
+    scenario.path = load_scenario("payments").path
+    quiet = FaultSchedule(seed=0, space_hash="none", events=())
+    result = await run_scenario(
+        RunOptions(scenario, 3, out=tmp_path / "t.trace", schedule=quiet)
+    )
+    consumer = [e for e in result.history if e["process"] == "service:consumer"]
+    restarts = [e["value"] for e in consumer if e["f"] == "restart"]
+    assert restarts == [{"code": -signal.SIGKILL, "attempt": 1, "backoff_s": 0.1}]
+    assert [e["value"].get("supervised") for e in consumer if e["f"] == "start"] == [None, True]
+    assert result.held
