@@ -134,3 +134,21 @@ def test_the_suggested_stress_follows_the_recorded_load() -> None:
 def test_stress_alone_means_auto(given: list[str], parsed: list[str]) -> None:
     assert _optional_values(given) == parsed
 
+
+
+async def test_validate_stress_loads_only_the_golden_runs(tmp_path: Path) -> None:
+    import chaos.stress
+    from chaos._cli_validate import _golden_under_stress
+    from chaos.validate import Observed
+
+    seen: dict[str, int | None] = {}
+
+    async def run(variant: str, seed: int, out: Path) -> Observed:
+        seen[variant] = chaos.stress._stress
+        return Observed(out)
+
+    stressed = _golden_under_stress(run, 1)
+    await stressed("golden", 1000, tmp_path / "g.trace")
+    await stressed("no-idempotency", 1000, tmp_path / "v.trace")
+    assert seen == {"golden": 1, "no-idempotency": None}
+    assert _golden_under_stress(run, None) is run
