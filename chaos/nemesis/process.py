@@ -32,7 +32,7 @@ async def _crash(ctx: NemesisContext, event: FaultEvent, service: Service) -> Ap
             with trio.fail_after(RESTART_TIMEOUT_S):
                 started = await service.restart()
         except ServiceError as exc:
-            if not service.supervised:
+            if not getattr(service, "supervised", False):  # (a ManagedProcess's flag)
                 raise
             # It died on its own before it was ready: its supervisor restarts it (backoff).
             ctx.recorder.record(

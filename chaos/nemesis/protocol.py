@@ -55,11 +55,6 @@ class Service(Protocol):
     @property
     def faketime(self) -> Skew | None: ...
 
-    @property
-    def supervised(self) -> bool:
-        """Whether a supervisor restarts it when it dies on its own."""
-        ...
-
     async def kill(self) -> None: ...
 
     async def restart(self) -> bool | None:
