@@ -87,6 +87,15 @@ class Payments(Scenario):
         "wall-clock-dedupe": "exactly_once",
     }
     signals = {
+        "no-idempotency": (
+            Signal("an ack was lost", process="proxy", f="frame_dropped"),
+            Signal(
+                "an order was delivered again",
+                process="proxy",
+                f="nats_delivery",
+                match=r'"delivery":\s*[2-9]',
+            ),
+        ),
         "ack-before-commit": (
             Signal("the consumer was crashed", process="nemesis", f="crash", match=_APPLIED),
             Signal(
