@@ -17,6 +17,7 @@ PUBLIC = {
     "NatsService",
     "PostgresService",
     "ReadyProbe",
+    "RestartPolicy",
     "SkewFile",
     "default_run_parent",
     "external_nats",
