@@ -209,7 +209,8 @@ class RunContext:
         """Start a service under test (its wall clock skewable) and wait until it prints
         ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
         at once). It is stopped and reaped when the run ends. It is supervised as in
-        production: when it exits on its own it is restarted with backoff, each restart a
+        production: when it fails on its own (a non-zero exit, a signal the harness did not
+        send) it is restarted with backoff, each restart a
         ``restart`` event of ``service:NAME`` in the trace (``restart``: a ``RestartPolicy``;
         default ``Scenario.restart``; ``RestartPolicy.never()`` opts out). In a graded run
         the candidate's program runs in place of the task's service (``chaos.sandbox``):
