@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +40,32 @@ def note_unfinished(trace: Path) -> None:
 
 
 def replay_command(
-    trace: Path, times: int, as_json: bool, strict: bool, scenario: str | None = None
+    trace: Path,
+    times: int,
+    as_json: bool,
+    strict: bool,
+    scenario: str | None = None,
+    stress: str | None = None,
 ) -> int:
-    """Replay ``trace`` ``times`` times; print the report (or one JSON object); the exit code."""
-    from replay.replay import prepare_replay, run_replays
+    """Replay ``trace`` ``times`` times; print the report (or one JSON object); the exit code.
+    ``scenario``: the pack to replay with; ``stress``: replay beside that many busy loops
+    ("auto": as the recorded load suggests)."""
+    from chaos.stress import describe, open_stress, parse_stress, suggested_stress
+    from replay.replay import ReplayReport, prepare_replay, run_replays
 
     if not 1 <= times <= MAX_TIMES:
         raise ConfigError(f"--times must be between 1 and {MAX_TIMES}, got {times}")
+    if stress is not None and stress != "auto":
+        parse_stress(stress, 1)  # a bad count: exit 2 before the trace is even read
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     plan = prepare_replay(trace, strict=strict, scenario=scenario)
+    recorded_load = plan.trace.header.get("load")
+    loops = parse_stress(stress, suggested_stress(recorded_load))
+    if loops is not None:
+        err.print(
+            f"chaos: replaying beside {loops} busy loop(s); recorded load: "
+            f"{escape(describe(recorded_load))}"
+        )
     note_unfinished(trace)
     for line in plan.drift:
         err.print(f"[yellow]chaos: warning: drift: {escape(line)}[/]")
@@ -66,8 +82,14 @@ def replay_command(
         def progress(message: str) -> None:
             status.update(f"{label}: {message}")
 
+        async def replays() -> ReplayReport:
+            if loops is None:
+                return await run_replays(plan, times, progress=progress)
+            async with open_stress(loops):
+                return await run_replays(plan, times, progress=progress)
+
         try:
-            report = _signals.run(partial(run_replays, plan, times, progress=progress))
+            report = _signals.run(replays)
         except BaseException as exc:
             if _interrupted(exc):
                 raise KeyboardInterrupt from None

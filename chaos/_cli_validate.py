@@ -23,9 +23,12 @@ from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.executor import Executor, executor_replay, executor_run
 from chaos.rng import check_seed
 from chaos.scenario import Scenario, builtin_scenarios, load_scenario
+from chaos.stress import cpu_count, open_stress, parse_stress
 from chaos.validate import (
     CAUGHT,
     GoldenCheck,
+    Observed,
+    RunFn,
     ValidationReport,
     check_declarations,
     real_replay,
@@ -50,6 +53,20 @@ def check_input(seeds: int, first_seed: int, replays: int) -> None:
     check_seed(first_seed + seeds - 1, "the last held-out seed (--first-seed + --seeds - 1)")
 
 
+def _golden_under_stress(run: RunFn, loops: int | None) -> RunFn:
+    """``run``, with the golden's runs beside ``loops`` busy loops (``--stress``)."""
+    if loops is None:
+        return run
+
+    async def stressed(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        if variant != "golden":
+            return await run(variant, seed, out, faults=faults)
+        async with open_stress(loops):
+            return await run(variant, seed, out, faults=faults)
+
+    return stressed
+
+
 def _packs(scenario: str | None, all_packs: bool) -> list[Scenario]:
     if all_packs and scenario is not None:
         raise ConfigError("give a scenario or --all, not both")
@@ -67,12 +84,17 @@ def validate_command(
     as_json: bool,
     all_packs: bool = False,
     flags: ExecFlags | None = None,
+    stress: str | None = None,
 ) -> int:
     """Validate ``scenario`` (or every built-in pack); print the tables (or one JSON object);
-    return the exit code. All input is checked before the first run."""
+    return the exit code. All input is checked before the first run. ``stress``: the
+    golden's held-out seeds run beside that many busy loops ("auto": 2 per CPU)."""
     check_input(seeds, first_seed, replays)
+    loops = parse_stress(stress, 2 * cpu_count())
     flags = flags or ExecFlags()
     flags.check()
+    if loops is not None and flags.ray is not None:
+        raise ConfigError("--stress loads this machine: it goes with local runs, not --ray")
     packs = _packs(scenario, all_packs)
     folders: list[Path] = []
     for loaded in packs:
@@ -92,8 +114,9 @@ def validate_command(
                 report = ValidationReport(loaded.id, GoldenCheck([]))
                 reports.append(report)
                 _validate_one(
-                    loaded, report, seeds, first_seed, replays, folder, executor, flags.custom
-                )
+                    loaded, report, seeds, first_seed, replays, folder, executor, flags.custom,
+                    loops,
+                )  # fmt: skip
         except BaseException as exc:
             if reports:  # print what was measured, then fail as the error says
                 reports[-1].error = " ".join(str(exc).split()) or type(exc).__name__
@@ -135,6 +158,7 @@ def _validate_one(
     folder: Path,
     executor: Executor,
     through_executor: bool,
+    loops: int | None = None,
 ) -> None:
     with status_line(f"chaos validate {loaded.id}") as say:
         step = {"name": "starting"}
@@ -157,7 +181,7 @@ def _validate_one(
                 first_seed=first_seed,
                 replays=replays,
                 out_dir=folder,
-                run=run or real_run(loaded, phase),
+                run=_golden_under_stress(run or real_run(loaded, phase), loops),
                 replay=replay or real_replay(phase, loaded),
                 progress=progress,
                 report=report,

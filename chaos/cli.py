@@ -271,11 +271,19 @@ def replay(
         str | None,
         typer.Option(help="The pack to replay with (default: the one the trace recorded)."),
     ] = None,
+    stress: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[N]",
+            help="Replay beside N busy-loop processes (CPU pressure); alone: as many as the "
+            "trace's recorded load suggests.",
+        ),
+    ] = None,
 ) -> None:
     """Re-run a trace with its own faults: exit 0 reproduced, 1 not, 2 bad input, 3 error."""
     from chaos._cli_replay import replay_command
 
-    _exit_with(replay_command, trace, times, as_json, strict, scenario)
+    _exit_with(replay_command, trace, times, as_json, strict, scenario, stress)
 
 
 # -- chaos report --------------------------------------------------------------------
@@ -324,14 +332,23 @@ def validate(
     ray: RayOption = None,
     ray_cpus: RayCpusOption = None,
     run_timeout: RunTimeoutOption = None,
+    stress: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[N]",
+            help="Run the golden's held-out seeds beside N busy-loop processes (CPU "
+            "pressure); alone: 2 per CPU.",
+        ),
+    ] = None,
 ) -> None:
     """Validate a scenario: exit 0 valid, 1 a check failed, 2 bad input, 3 harness error."""
     from chaos._cli_validate import validate_command
 
     flags = _exec_flags(ray, ray_cpus, run_timeout)
     _exit_with(
-        validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, all_packs, flags
-    )
+        validate_command, scenario, seeds, first_seed, replays, out_dir, as_json, all_packs, flags,
+        stress,
+    )  # fmt: skip
 
 
 # -- chaos search --------------------------------------------------------------------
@@ -487,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _signals.install()
     try:
         command = typer.main.get_command(app)
-        args = _optional_values(sys.argv[1:] if argv is None else argv)  # a bare --ray
+        args = _optional_values(sys.argv[1:] if argv is None else argv)  # a bare --ray, --stress
         result = command.main(args=args, prog_name="chaos", standalone_mode=False)
         if _signals.installed() and _signals.received() is not None:
             raise _signals.Interrupted(_signals.received() or signal.SIGINT)
@@ -501,26 +518,36 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(result)
 
 
+def _looks_like_address(word: str) -> bool:
+    return ":" in word or word in ("auto", "local")
+
+
+#: Options whose value may be left out: option -> (the value it then means, what a following
+#: word must look like to be its value). typer does not hand click an optional value, so
+#: ``main`` fills it in: a bare ``--ray`` is ``--ray=local``, a bare ``--stress`` ``--stress
+#: auto``. ``--ray=ADDRESS`` / ``--stress=N`` are always read as given.
+OPTIONAL_VALUES: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "--ray": ("local", _looks_like_address),
+    "--stress": ("auto", str.isdigit),
+}
+
+
 def _optional_values(argv: Sequence[str]) -> list[str]:
-    """``--ray`` takes an optional ADDRESS: a bare ``--ray`` (last, or before another option
-    or a word that is no address) becomes ``--ray=local``. An address holds a ``:`` or is
-    ``auto``/``local``; ``--ray=ADDRESS`` is always read as given."""
+    """``argv`` with the default value filled in after an optional-value option given alone
+    (last, before another option, or before a word that cannot be its value)."""
     out: list[str] = []
     args = list(argv)
     for index, arg in enumerate(args):
         if arg == "--":
             return out + args[index:]
-        if arg == "--ray":
+        if arg in OPTIONAL_VALUES:
+            default, is_value = OPTIONAL_VALUES[arg]
             following = args[index + 1] if index + 1 < len(args) else None
-            if following is None or following.startswith("-") or not _looks_like_address(following):
-                out.append("--ray=local")
+            if following is None or following.startswith("-") or not is_value(following):
+                out.append(f"{arg}={default}")
                 continue
         out.append(arg)
     return out
-
-
-def _looks_like_address(word: str) -> bool:
-    return ":" in word or word in ("auto", "local")
 
 
 def _fail_error(exc: BaseException) -> NoReturn:

@@ -24,6 +24,7 @@ from chaos.services import (
     ManagedProcess,
     NatsService,
     PostgresService,
+    RestartPolicy,
     SkewFile,
     external_nats,
     external_postgres,
@@ -222,12 +223,18 @@ class RunContext:
         env: Mapping[str, str] | None = None,
         ready_line: str | None = None,
         wait: bool = True,
+        restart: RestartPolicy | None = None,
     ) -> ManagedProcess | ContainerService:
         """Start a service under test (its wall clock skewable) and wait until it prints
         ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
-        at once). It is stopped and reaped when the run ends. In a graded run the candidate's
-        program runs in place of the task's service (``chaos.sandbox``): same ready line,
-        only the task's environment variables, its output logged but never history."""
+        at once). It is stopped and reaped when the run ends. It is supervised as in
+        production: when it fails on its own (a non-zero exit, a signal the harness did not
+        send) it is restarted with backoff, each restart a
+        ``restart`` event of ``service:NAME`` in the trace (``restart``: a ``RestartPolicy``;
+        default ``Scenario.restart``; ``RestartPolicy.never()`` opts out). In a graded run
+        the candidate's program runs in place of the task's service (``chaos.sandbox``):
+        same ready line, only the task's environment variables, its output logged but never
+        history."""
         if self.candidate is not None and self.candidate.replaces(name):
             candidate = await self.candidate.start(self, name, dict(env or {}), ready_line, wait)
             self._services[name] = candidate
@@ -239,17 +246,19 @@ class RunContext:
                 {"pid": candidate.pid, "candidate": True},
             )
             return candidate
-        seen = {"count": 0}
+        # The start whose ready line was seen last (an incarnation killed before it was
+        # ready never prints one, so counting lines would fall behind the starts).
+        seen = {"ready": 0}
         holder: list[ManagedProcess] = []
 
         def sink(service: str, stream: str, line: str) -> None:
             if ready_line is not None and ready_line in line:
-                seen["count"] += 1
+                seen["ready"] = holder[0].starts if holder else 1
             self.recorder.log_line(service, stream, line)
 
         async def ready() -> bool:
             starts = holder[0].starts if holder else 1
-            return ready_line is None or seen["count"] >= starts
+            return ready_line is None or seen["ready"] >= starts
 
         skew = SkewFile(self.run_dir / f"{name}.faketime")
         process = await self.stack.enter_async_context(
@@ -268,6 +277,9 @@ class RunContext:
         holder.append(process)
         self._services[name] = process
         self.recorder.record(f"{SERVICE_PREFIX}{name}", "info", "start", {"pid": process.pid})
+        policy = self.scenario.restart if restart is None else restart
+        if policy.restart:
+            self._supervise(process, policy)
         return process
 
     async def start_container(
@@ -315,17 +327,18 @@ class RunContext:
             host = self.run_dir / name / inside.strip("/").replace("/", "_")
             host.mkdir(parents=True, exist_ok=True)
             binds[str(host)] = {"bind": inside, "mode": "rw"}
-        seen = {"count": 0}
+        # The start whose ready line was seen last (as in ``start_service``).
+        seen = {"ready": 0}
         holder: list[ContainerService] = []
 
         def sink(service: str, stream: str, line: str) -> None:
             if ready_line is not None and ready_line in line:
-                seen["count"] += 1
+                seen["ready"] = holder[0].starts if holder else 1
             self.recorder.log_line(service, stream, line)
 
         async def ready() -> bool:
             starts = holder[0].starts if holder else 1
-            return ready_line is None or seen["count"] >= starts
+            return ready_line is None or seen["ready"] >= starts
 
         clock_dir = self.run_dir / f"{name}.clock"
         clock_dir.mkdir(exist_ok=True)
@@ -360,6 +373,14 @@ class RunContext:
             {"pid": container.pid, "container": container.container_id, "image": image},
         )
         return container
+
+    def _supervise(self, process: ManagedProcess, policy: RestartPolicy) -> None:
+        def record(f: str, value: dict[str, Any]) -> None:
+            if f == "start":
+                value = {"pid": process.pid, **value}
+            self.recorder.record(f"{SERVICE_PREFIX}{process.name}", "info", f, value)
+
+        process.supervise(policy, record)
 
     async def ready(self, *processes: ManagedProcess | ContainerService) -> None:
         """Wait until every one of ``processes`` is ready, side by side."""

@@ -26,6 +26,7 @@ sweep, validate (with ``--ray`` or ``--run-timeout``) and grade dispatch through
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import sys
@@ -42,6 +43,7 @@ from chaos._checks import check_duration
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.scenario import Scenario
 from chaos.services._spawn import PIPE, Child, spawn
+from chaos.stress import SWEEP_JOBS_ENV
 
 #: How long an interrupted worker may take to clean up before it is killed.
 STOP_GRACE_S = 60.0
@@ -272,13 +274,17 @@ async def run_child(argv: list[str]) -> tuple[int, bytes, bytes]:
     return returncode, bytes(stdout), bytes(stderr)
 
 
-async def run_one(spec: RunSpec, run_timeout: float | None = None) -> RunOutcome:
-    """One ``chaos run`` in a child process, its trace at ``spec.trace``."""
+async def run_one(
+    spec: RunSpec, run_timeout: float | None = None, concurrency: int | None = None
+) -> RunOutcome:
+    """One ``chaos run`` in a child process, its trace at ``spec.trace``; ``concurrency``:
+    how many runs the batch keeps going at once (the run's trace records it with its load)."""
     started, started_wall = time.monotonic(), time.time()
     # Its own session: a terminal's Ctrl-C reaches the caller only, which then interrupts each
     # worker exactly once. SIGTERM if the caller dies: the worker cleans up and exits.
+    env = {**os.environ, SWEEP_JOBS_ENV: str(concurrency)} if concurrency else None
     process = spawn(spec.argv(), stdout=PIPE, stderr=PIPE, start_new_session=True,
-                    pdeathsig=signal.SIGTERM)  # fmt: skip
+                    pdeathsig=signal.SIGTERM, env=env)  # fmt: skip
     stdout, stderr = bytearray(), bytearray()
     # The pipes are read to the end even while the caller is cancelled (shielded), so an
     # interrupted worker can still print; at most a second after it exits.
@@ -365,7 +371,7 @@ class LocalExecutor:
 
         async def one(index: int, spec: RunSpec) -> None:
             async def attempt() -> RunOutcome:
-                return await run_one(spec, self.run_timeout)
+                return await run_one(spec, self.run_timeout, jobs)
 
             async with limiter:
                 outcome = await with_retries(attempt, self.retries)

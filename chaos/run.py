@@ -41,6 +41,7 @@ from chaos.sandbox.candidate import Candidate
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
 from chaos.services.images import check_images
+from chaos.stress import load_snapshot
 from faults.model import FaultSchedule
 from faults.proxy import open_proxy_server
 from faults.schedule import generate
@@ -164,6 +165,7 @@ async def run_scenario(options: RunOptions) -> RunResult:
                     "scenario_path": str(scenario.path),
                     "scenario_builtin": scenario.builtin,
                     "invariants": list(scenario.invariants),
+                    "load": load_snapshot(),
                     **_candidate_header(options.candidate),
                 },
             ),
@@ -191,7 +193,9 @@ async def run_scenario(options: RunOptions) -> RunResult:
     finally:
         if not writer.closed:
             try:
-                writer.write_end(outcome, exit_code, time.monotonic() - started)
+                writer.write_end(
+                    outcome, exit_code, time.monotonic() - started, {"load": load_snapshot()}
+                )
             finally:
                 writer.close()
 

@@ -33,6 +33,7 @@ from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.sandbox.candidate import Limits
 from chaos.services.images import Image
+from chaos.services.supervise import RestartPolicy
 from faults.space import FaultSpace
 from invariants import Invariant, get
 
@@ -191,6 +192,9 @@ class Scenario(ABC):
     #: The container images ``ctx.start_container`` may run (references, or ``Image``s that
     #: build themselves); every run checks them before it starts anything.
     images: ClassVar[tuple[str | Image, ...]] = ()
+    #: How ``ctx.start_service`` restarts a service under test that exits on its own
+    #: (``RestartPolicy.never()``: leave it dead); a service may override it.
+    restart: ClassVar[RestartPolicy] = RestartPolicy()
 
     path: Path = BUILTIN_ROOT
 
@@ -405,6 +409,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 __all__ = [
     "BUILTIN_ROOT",
     "Budgets",
+    "RestartPolicy",
     "Scenario",
     "Signal",
     "Subject",

@@ -265,7 +265,8 @@ def declared_catches(scenario: Scenario) -> dict[str, str]:
 def check_declarations(scenario: Scenario) -> dict[str, str]:
     """Everything a validation needs from a pack, checked before anything runs (ConfigError,
     one line): each defective variant's catching invariant, every invariant known, every
-    variant's fault space readable, signals only for defective variants. Returns
+    variant's fault space readable, signals for every defective variant and only for them.
+    Returns
     ``declared_catches``."""
     catches = declared_catches(scenario)
     scenario.checkers()
@@ -277,6 +278,13 @@ def check_declarations(scenario: Scenario) -> dict[str, str]:
                 f"scenario {scenario.id}: signals names {variant!r}, which is not a defective "
                 f"variant (defective: {', '.join(catches) or 'none'})"
             )
+    silent = [v for v in catches if not scenario.signals.get(v)]
+    if silent:
+        raise ConfigError(
+            f"scenario {scenario.id}: variant {silent[0]!r} declares no diagnosis signals "
+            "(Scenario.signals: what its README's diagnosis path names, checked in the "
+            "catching trace)"
+        )
     return catches
 
 

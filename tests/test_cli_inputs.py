@@ -144,3 +144,17 @@ def test_output_checks_create_nothing(tmp_path: Path) -> None:
     assert check_out_file(target, "--out", "trace") == target
     assert check_out_dir(tmp_path / "x" / "y", "--out-dir") == tmp_path / "x" / "y"
     assert sorted(tmp_path.iterdir()) == []  # the probe file is gone, no folder was made
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["replay", "missing.trace", "--stress", "0"],
+        ["replay", "missing.trace", "--stress", "9999"],
+        ["validate", "payments", "--stress", "200"],
+        ["validate", "payments", "--stress", "0"],
+    ],
+)
+def test_a_bad_stress_is_refused_before_anything_runs(tmp_path: Path, args: list[str]) -> None:
+    _refused(tmp_path, args, "--stress")
+    assert not (tmp_path / "traces").exists()

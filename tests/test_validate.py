@@ -41,6 +41,9 @@ class Toy(Scenario):
     variants: ClassVar[dict[str, str]] = {"golden": "right", "broken": "one fault"}
     invariants = INVARIANTS
     catches: ClassVar[dict[str, str]] = {"broken": "exactly_once"}
+    signals: ClassVar[dict[str, tuple[Signal, ...]]] = {
+        "broken": (Signal("the service was crashed", process="nemesis", f="crash"),)
+    }
 
     def fault_space(self, variant: str) -> FaultSpace:
         self.check_variant(variant)
@@ -64,6 +67,10 @@ class Toy(Scenario):
 
 for _name in INVARIANTS:
     register(_name, pack="toy")(lambda history, state: Verdict.holds("toy", "never run"))
+
+
+#: What a run's trace shows unless a test scripts its events: Toy's declared signal.
+CRASHED = {"process": "nemesis", "type": "info", "f": "crash", "value": {"phase": "apply"}}
 
 
 class Fake:
@@ -98,7 +105,7 @@ class Fake:
         self.ran.append((variant, seed, out))
         what = self.scripted.get((variant, seed), HELD)
         observed = self._observed(out, what, seed not in self.unsettled)
-        observed.events.extend(self.events.get((variant, seed), []))
+        observed.events.extend(self.events.get((variant, seed), [CRASHED]))
         return observed
 
     async def replay(self, trace: Path, times: int) -> list[Observed]:
@@ -244,14 +251,19 @@ class NoSuchVariant(Toy):
     catches: ClassVar[dict[str, str]] = {"broken": "exactly_once", "gone": "exactly_once"}
 
 
+class Silent(Toy):
+    signals: ClassVar[dict[str, tuple[Signal, ...]]] = {}
+
+
 @pytest.mark.parametrize(
     ("scenario", "message"),
     [
         (Undeclared(), "variant 'broken' declares no invariant that catches it"),
         (Unchecked(), "'linearizable', which the scenario does not check"),
         (NoSuchVariant(), "catches names 'gone', which is not a defective variant"),
+        (Silent(), "variant 'broken' declares no diagnosis signals"),
     ],
-    ids=["undeclared", "unchecked", "unknown-variant"],
+    ids=["undeclared", "unchecked", "unknown-variant", "no-signals"],
 )
 async def test_bad_declarations_are_config_errors_before_any_run(
     scenario: Scenario, message: str, tmp_path: Path
@@ -275,10 +287,15 @@ async def test_bad_numbers_are_config_errors(
     assert fake.ran == []
 
 
-def test_payments_declares_exactly_once_for_no_idempotency() -> None:
+def test_payments_declares_the_invariant_that_catches_each_variant() -> None:
     from chaos.scenario import load_scenario
 
-    assert declared_catches(load_scenario("payments")) == {"no-idempotency": "exactly_once"}
+    assert declared_catches(load_scenario("payments")) == {
+        "no-idempotency": "exactly_once",
+        "ack-before-commit": "no_lost_messages",
+        "gateway-retry-no-key": "exactly_once",
+        "wall-clock-dedupe": "exactly_once",
+    }
 
 
 async def test_a_variant_that_fails_with_no_fault_is_not_a_variant(tmp_path: Path) -> None:

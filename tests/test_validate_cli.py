@@ -96,7 +96,7 @@ def test_payments_validates_end_to_end(tmp_path: Path) -> None:
         [sys.executable, "-m", "chaos", *ARGS, "--out-dir", str(out_dir)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # ack-before-commit's catching run and replays each wait out the settle
         env=os.environ.copy(),
     )
     assert done.returncode == 0, done.stderr + done.stdout
@@ -119,6 +119,8 @@ def test_payments_validates_end_to_end(tmp_path: Path) -> None:
     assert trace.is_file()
     assert (out_dir / "golden-seed1000.trace").is_file()
     assert (out_dir / "golden-seed1001.trace").is_file()
+    for name in ("ack-before-commit", "gateway-retry-no-key", "wall-clock-dedupe"):
+        assert report["variants"][name]["caught"] is True, name
     assert trace.with_name(trace.name.removesuffix(".trace") + ".replay-1.trace").is_file()
 
 

@@ -2,7 +2,8 @@
 
 ::
 
-    crash  SIGKILL the service (its process group); restart it after ``restart_after_s``
+    crash  SIGKILL the service (its process group and descendants); restart it after
+           ``restart_after_s``; a crash that lands while it restarts is one more crash
     pause  SIGSTOP it; SIGCONT on heal
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from chaos.errors import ServiceError
 from chaos.nemesis.applier import Applied, params_of
 from chaos.nemesis.protocol import NemesisContext, Service
 from faults.kinds import FaultKind
@@ -26,8 +28,22 @@ async def _crash(ctx: NemesisContext, event: FaultEvent, service: Service) -> Ap
     await service.kill()
 
     async def restart() -> None:
-        with trio.fail_after(RESTART_TIMEOUT_S):
-            await service.restart()
+        try:
+            with trio.fail_after(RESTART_TIMEOUT_S):
+                started = await service.restart()
+        except ServiceError as exc:
+            if not getattr(service, "supervised", False):  # (a ManagedProcess's flag)
+                raise
+            # It died on its own before it was ready: its supervisor restarts it (backoff).
+            ctx.recorder.record(
+                f"{SERVICE_PREFIX}{service.name}", "info", "restart_failed", {"error": str(exc)}
+            )
+            return
+        if started is False:  # another crash killed it while it started: a fault, no error
+            ctx.recorder.record(
+                f"{SERVICE_PREFIX}{service.name}", "info", "restart_interrupted", {}
+            )
+            return
         ctx.recorder.record(
             f"{SERVICE_PREFIX}{service.name}",
             "info",

@@ -20,6 +20,7 @@ from chaos.services.process import (
     open_process_service,
 )
 from chaos.services.rundir import default_run_parent, open_run_dir
+from chaos.services.supervise import RestartPolicy
 
 __all__ = [
     "ExitHook",
@@ -29,6 +30,7 @@ __all__ = [
     "PostgresRole",
     "PostgresService",
     "ReadyProbe",
+    "RestartPolicy",
     "SkewFile",
     "create_role",
     "default_run_parent",

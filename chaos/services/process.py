@@ -34,6 +34,7 @@ from chaos.services._logtail import LogTail, pump_lines
 from chaos.services._reaper import ProcEntry, become_subreaper, family, reap_family, signal_family
 from chaos.services._spawn import DEVNULL, PIPE, Child, spawn
 from chaos.services.clock import SkewFile, release_faketime_state
+from chaos.services.supervise import Record, RestartPolicy, supervise
 
 LogSink = Callable[[str, str, str], None]
 """`log_sink(service_name, stream, line)`, stream being "stdout" or "stderr"."""
@@ -100,6 +101,12 @@ class ManagedProcess:
         self.faketime = faketime
         self.tail = LogTail(tail_lines)
         self.starts = 0
+        #: True while a supervisor restarts this service when it exits on its own
+        #: (``chaos.services.supervise``): a restart that dies before it is ready is then
+        #: the supervisor's to retry, not an error of whoever restarted it.
+        self.supervised = False
+        self._started = trio.Event()
+        self._closing = False
         self._paused = False
         self._current: _Incarnation | None = None
         self._incarnations: list[_Incarnation] = []
@@ -142,11 +149,14 @@ class ManagedProcess:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self, *, wait_ready: bool = True) -> None:
+    async def start(self, *, wait_ready: bool = True) -> bool:
         """Start the child (if not running) and wait until the ready probe passes (unless
-        ``wait_ready`` is false: then ``await ready()`` later, e.g. for several at once)."""
+        ``wait_ready`` is false: then ``await ready()`` later, e.g. for several at once).
+        False when the harness killed this start before it was ready (a crash fault)."""
         if self.running:
-            return
+            return True
+        if self._closing:
+            raise ServiceError(f"{self.name} is being stopped")
         become_subreaper()
         uid, gid = self._run_as if self._run_as is not None else (None, None)
         try:
@@ -171,15 +181,32 @@ class ManagedProcess:
         self._incarnations.append(cur)
         self._paused = False
         self.starts += 1
+        self._started.set()
+        self._started = trio.Event()
         self._nursery.start_soon(self._watch, cur)
         if wait_ready:
-            await self._await_ready(cur)
+            return await self._await_ready(cur)
+        return True
 
-    async def ready(self) -> None:
-        """Wait until the current child passes its ready probe (ServiceError if it cannot)."""
+    async def ready(self) -> bool:
+        """Wait until the current child passes its ready probe (ServiceError if it cannot;
+        False if the harness killed it first)."""
         if self._current is None:
             raise ServiceError(f"{self.name} has not been started")
-        await self._await_ready(self._current)
+        return await self._await_ready(self._current)
+
+    def supervise(self, policy: RestartPolicy, record: Record) -> None:
+        """Restart the service per ``policy`` whenever it exits on its own, until it is
+        closed; ``record(f, value)`` is told of each restart (see ``supervise``)."""
+        if not policy.restart or self.supervised:
+            return
+        self.supervised = True
+        self._nursery.start_soon(supervise, self, policy, record)
+
+    async def wait_started(self, after: int) -> None:
+        """Until the service has been started more than ``after`` times in all."""
+        while self.starts <= after:
+            await self._started.wait()
 
     async def _watch(self, cur: _Incarnation) -> None:
         # Shielded: outside cancellation must not stop exit reporting; _close cancels it.
@@ -205,10 +232,14 @@ class ManagedProcess:
 
         return emit
 
-    async def _await_ready(self, cur: _Incarnation) -> None:
+    async def _await_ready(self, cur: _Incarnation) -> bool:
         with trio.move_on_after(self._ready_timeout):
             while True:
                 if cur.exited.is_set():
+                    if cur.expected_exit:
+                        # The harness killed it while it started (a crash fault during a
+                        # restart): a fault like any other; whoever killed it starts it next.
+                        return False
                     with trio.move_on_after(_DRAIN_TIMEOUT):
                         await cur.drained.wait()
                     raise ServiceError(
@@ -217,7 +248,7 @@ class ManagedProcess:
                         self.tail.text(),
                     )
                 if self._ready is None or await self._ready():
-                    return
+                    return True
                 await trio.sleep(_POLL_INTERVAL)
         raise ServiceError(
             f"{self.name} not ready after {self._ready_timeout:g}s: {self.tail.last()}",
@@ -278,10 +309,11 @@ class ManagedProcess:
         await cur.proc.wait()
         await reap_family(members, cur.proc.pid)
 
-    async def restart(self) -> None:
-        """Kill the child if it runs, then start the same argv with the same env again."""
+    async def restart(self) -> bool:
+        """Kill the child if it runs, then start the same argv with the same env again;
+        False when the harness killed the new child before it was ready."""
         await self.kill()
-        await self.start()
+        return await self.start()
 
     async def stop(self) -> None:
         """Graceful stop: SIGCONT, stop signal to the leader, grace period, then SIGKILL all."""
@@ -300,6 +332,8 @@ class ManagedProcess:
 
     async def _close(self) -> None:
         """Stop the child and its output pumps; runs shielded and bounded."""
+        self._closing = True
+        self.supervised = False
         with trio.CancelScope(shield=True):
             with trio.move_on_after(self._stop_grace + 10):
                 await self.stop()

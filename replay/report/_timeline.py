@@ -63,9 +63,33 @@ def _header_lines(trace: Trace) -> list[str]:
         f"harness   {get('harness_version')}  python {get('python_version')}",
         f"versions  {clip(pinned, 200)}",
         f"created   {get('created')}  format v{trace.version}",
+        f"load      {_load_line(h.get('load'), trace.end)}",
         f"counts    {trace.frames} frames, {len(trace.events)} events, "
         f"{len(trace.verdicts)} verdicts",
     ]
+
+
+def _load_line(start: Any, end: Any) -> str:
+    """The load the run saw: at its start (header) and end (end frame), its CPUs, the
+    sweep's concurrency and any ``--stress``."""
+    if not isinstance(start, Mapping):
+        return "not recorded"
+
+    def avg(load: Any) -> str:
+        values = load.get("loadavg") if isinstance(load, Mapping) else None
+        if not isinstance(values, list) or not values:
+            return "?"
+        return " ".join(atom(v) for v in values)
+
+    line = f"loadavg {avg(start)} at start"
+    if isinstance(end, Mapping) and isinstance(end.get("load"), Mapping):
+        line += f", {avg(end['load'])} at end"
+    line += f"; {atom(start.get('cpus'))} cpu(s)"
+    if start.get("sweep_jobs") is not None:
+        line += f"; sweep --jobs {atom(start['sweep_jobs'])}"
+    if start.get("stress"):
+        line += f"; --stress {atom(start['stress'])}"
+    return line
 
 
 def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:

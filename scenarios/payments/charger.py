@@ -13,10 +13,13 @@ The defective variants subclass it (``variants.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.conninfo
@@ -43,8 +46,32 @@ CREATE TABLE IF NOT EXISTS balances (
 """
 
 
+#: Client-side deadline (seconds) of one database step (a transaction, or connecting): past
+#: it the connection is reset and the step retried. ``statement_timeout`` is enforced by the
+#: server, so it cannot help when the server's reply is what went missing.
+DB_DEADLINE_S = 5.0
+#: TCP keepalives and ``tcp_user_timeout`` of the database connection (libpq parameters).
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 2,
+    "keepalives_interval": 1,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 5000,
+}
+#: What a gateway call may raise that is worth retrying with the same idempotency key:
+#: socket errors and timeouts, a garbled or cut response (``http.client.HTTPException``:
+#: ``BadStatusLine``, ``RemoteDisconnected``, ``IncompleteRead``, ...), a body that is not JSON.
+GATEWAY_ERRORS = (OSError, urllib.error.URLError, http.client.HTTPException, ValueError)
+
+T = TypeVar("T")
+
+
 class Retry(Exception):
     """A step failed in a way worth trying again."""
+
+
+class DatabaseStuck(Retry):
+    """A database step got no answer within its deadline; the connection was reset."""
 
 
 class GoldenCharger:
@@ -60,6 +87,20 @@ class GoldenCharger:
         self.dsn = dsn
         self.gateway = gateway
         self.db: psycopg.AsyncConnection[Any] | None = None
+        self.db_deadline_s = DB_DEADLINE_S
+
+    async def db_step(self, step: Awaitable[T]) -> T:
+        """Run one database step under the client-side deadline: a silent or desynchronised
+        connection (its reply lost, say) is reset and ``DatabaseStuck`` raised, never waited
+        on forever."""
+        try:
+            async with asyncio.timeout(self.db_deadline_s):
+                return await step
+        except TimeoutError:
+            await self.reset_db()
+            raise DatabaseStuck(
+                f"database: no answer within {self.db_deadline_s:g}s, connection reset"
+            ) from None
 
     async def connect_db(self) -> psycopg.AsyncConnection[Any]:
         if self.db is not None and not self.db.closed:
@@ -70,18 +111,21 @@ class GoldenCharger:
             connect_timeout=2,
             autocommit=False,
             options=f"{options} -c statement_timeout=3000".strip(),
+            **KEEPALIVES,
         )
         async with self.db.transaction():
             await self.db.execute(self.schema)
         return self.db
 
     async def reset_db(self) -> None:
-        if self.db is not None:
+        db, self.db = self.db, None
+        if db is not None:
             try:
-                await self.db.close()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.0):
+                        await db.close()
             except Exception:
                 pass
-        self.db = None
 
     async def already_charged(self, order_id: str) -> bool:
         db = await self.connect_db()
@@ -112,7 +156,7 @@ class GoldenCharger:
 
         try:
             return await asyncio.to_thread(post)
-        except (OSError, urllib.error.URLError, ValueError) as exc:
+        except GATEWAY_ERRORS as exc:
             raise Retry(f"gateway: {type(exc).__name__}: {exc}") from exc
 
     async def record(self, order: dict[str, Any]) -> None:
@@ -138,18 +182,31 @@ class GoldenCharger:
             (order["account"], order["amount_cents"]),
         )
 
+    async def after_gateway(self, msg: Any, order_id: str) -> bool:
+        """Called once the gateway has charged, before the booking; True if it acked the
+        message. The golden consumer does nothing here: it acks only after the commit."""
+        return False
+
+    async def ack(self, msg: Any, order_id: str) -> None:
+        try:
+            await msg.ack()
+        except (NatsError, TimeoutError) as exc:
+            op("info", "ack", order_id, error=type(exc).__name__)
+
     async def handle(self, msg: Any) -> None:
         order = json.loads(msg.data)
         order_id = order["order_id"]
         delivery = msg.metadata.num_delivered
         op("invoke", "charge", order_id, delivery=delivery)
+        acked = False
         for attempt in range(1000):
             try:
-                if await self.already_charged(order_id):
+                if await self.db_step(self.already_charged(order_id)):
                     op("ok", "charge", order_id, skipped=True, delivery=delivery)
                 else:
                     await self.charge_gateway(order)
-                    await self.record(order)
+                    acked = acked or await self.after_gateway(msg, order_id)
+                    await self.db_step(self.record(order))
                     op("ok", "charge", order_id, delivery=delivery)
                 break
             except (Retry, psycopg.Error, OSError) as exc:
@@ -157,7 +214,5 @@ class GoldenCharger:
                 if isinstance(exc, psycopg.Error | OSError):
                     await self.reset_db()
                 await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-        try:
-            await msg.ack()  # only after the commit: a lost ack means a redelivery
-        except (NatsError, TimeoutError) as exc:
-            op("info", "ack", order_id, error=type(exc).__name__)
+        if not acked:
+            await self.ack(msg, order_id)  # only after the commit: a lost ack means a redelivery

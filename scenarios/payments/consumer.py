@@ -14,6 +14,7 @@ from nats.errors import Error as NatsError
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from scenarios.payments._broker import SUBJECT, connect
+from scenarios.payments.charger import Retry
 from scenarios.payments.variants import charger_for
 
 DURABLE = "charger"
@@ -34,9 +35,10 @@ async def main() -> None:
             await asyncio.sleep(0.2)
     while True:
         try:
-            await charger.connect_db()
+            await charger.db_step(charger.connect_db())
             break
-        except (psycopg.Error, OSError):
+        except (Retry, psycopg.Error, OSError):
+            await charger.reset_db()
             await asyncio.sleep(0.2)
     print("consumer ready", flush=True)
     while True:

@@ -24,13 +24,16 @@ import trio
 
 import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext, Subject
-from chaos.scenario import Budgets, Scenario, TaskSpec, variant_descriptions
+from chaos.scenario import Budgets, Scenario, Signal, TaskSpec, variant_descriptions
 from chaos.services import PostgresRole, PostgresService, create_role, drop_role, free_port
+from invariants.history import HARNESS
 
 HERE = Path(__file__).resolve().parent
 ORDERS = 30
 ACCOUNTS = 5
 ACK_WAIT_S = 2.0
+#: A nemesis event of a fault being applied (the value as JSON with sorted keys).
+_APPLIED = r'"phase":\s*"apply"'
 
 
 def _get_json(url: str) -> Any:
@@ -77,7 +80,72 @@ class Payments(Scenario):
     variants = variant_descriptions("scenarios.payments.variants")
     invariants = ("exactly_once", "no_lost_messages", "consistent_final_state")
     consistency = ("consistent_final_state",)
-    catches = {"no-idempotency": "exactly_once"}
+    catches = {
+        "no-idempotency": "exactly_once",
+        "ack-before-commit": "no_lost_messages",
+        "gateway-retry-no-key": "exactly_once",
+        "wall-clock-dedupe": "exactly_once",
+    }
+    signals = {
+        "no-idempotency": (
+            Signal("an ack was lost", process="proxy", f="frame_dropped"),
+            Signal(
+                "an order was delivered again",
+                process="proxy",
+                f="nats_delivery",
+                match=r'"delivery":\s*[2-9]',
+            ),
+        ),
+        "ack-before-commit": (
+            Signal("the consumer was crashed", process="nemesis", f="crash", match=_APPLIED),
+            Signal(
+                "acks reached the broker (the lost order's before its booking committed)",
+                process="proxy",
+                f="nats_ack",
+                match=r'"proxy":\s*"consumer-nats"',
+            ),
+            Signal(
+                "the consumer was started again",
+                process="service:consumer",
+                f="start",
+                match=r'"restart":\s*true',
+            ),
+        ),
+        "gateway-retry-no-key": (
+            Signal(
+                "a fault on the consumer's gateway link",
+                process="nemesis",
+                match=_APPLIED + r',\s*"target":\s*"link:consumer-gateway"',
+            ),
+            Signal(
+                "a gateway call failed and the consumer retried the charge",
+                process="consumer",
+                type="info",
+                f="charge",
+            ),
+            Signal(
+                "the gateway executed a charge that carried no idempotency key",
+                process=HARNESS,
+                f="final_state",
+                match=r'"idempotency_key":\s*null',
+            ),
+        ),
+        "wall-clock-dedupe": (
+            Signal(
+                "the consumer's wall clock was skewed",
+                process="nemesis",
+                f="clock_skew",
+                match=_APPLIED,
+            ),
+            Signal("an ack was lost", process="proxy", f="frame_dropped"),
+            Signal(
+                "an order was delivered again",
+                process="proxy",
+                f="nats_delivery",
+                match=r'"delivery":\s*[2-9]',
+            ),
+        ),
+    }
     subjects = {
         "orders": Subject(
             nats_subject="orders.new",

@@ -41,7 +41,12 @@ class PaymentsDocker(Payments):
     id = "payments_docker"
     description = "payments with its gateway and consumer as Docker containers"
     images = (IMAGE,)
-    signals: dict[str, tuple[Signal, ...]] = {}
+    # The variants whose fault spaces faults.toml holds (payments' others are not ported).
+    variants = {v: d for v, d in Payments.variants.items() if v in ("golden", "no-idempotency")}
+    catches = {"no-idempotency": "exactly_once"}
+    signals: dict[str, tuple[Signal, ...]] = {
+        "no-idempotency": Payments.signals["no-idempotency"]
+    }
     task = None
 
     def content_hash(self) -> str:

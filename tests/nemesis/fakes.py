@@ -73,16 +73,26 @@ class FakeService:
         self.pid: int | None = 100
         self.faketime = FakeSkew() if skewable else None
         self.restart_s = restart_s
+        self.supervised = False
+        self.restart_error: Exception | None = None
+        self.killed_while_starting = False
         self.calls: list[tuple[float, str]] = []
 
     async def kill(self) -> None:
         self.calls.append((trio.current_time(), "kill"))
         self.pid = None
 
-    async def restart(self) -> None:
+    async def restart(self) -> bool:
         await trio.sleep(self.restart_s)
+        if self.restart_error is not None:
+            self.calls.append((trio.current_time(), "restart failed"))
+            raise self.restart_error
+        if self.killed_while_starting:
+            self.calls.append((trio.current_time(), "restart interrupted"))
+            return False
         self.pid = 101
         self.calls.append((trio.current_time(), "restart"))
+        return True
 
     def pause(self) -> None:
         self.calls.append((trio.current_time(), "pause"))

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from chaos.errors import ConfigError
+from chaos.errors import ConfigError, ServiceError
 from chaos.nemesis import APPLIERS, Nemesis, resolve_target
 from chaos.nemesis.triggers import POLL_S
 from faults.kinds import LAYER, TARGET_KIND, FaultKind, FaultLayer, TargetKind
@@ -182,6 +182,38 @@ async def test_a_crash_kills_then_restarts_after_restart_after_s_and_records_the
     (start,) = [e for e in run.recorder.events if e["process"] == "service:consumer"]
     assert start["t"] == 1.6
     assert (start["f"], start["value"]) == ("start", {"pid": 101, "restart": True})
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+async def test_a_restart_that_dies_before_ready_is_left_to_the_supervisor(
+    autojump_clock: trio.testing.MockClock, supervised: bool
+) -> None:
+    run = FakeRun()
+    consumer = run.services["consumer"]
+    consumer.supervised = supervised
+    consumer.restart_error = ServiceError("consumer exited with code 1 before it was ready")
+    crash = fault("crash", "service:consumer", at(1.0), restart_after_s=0.5)
+    if not supervised:  # unsupervised, nobody else would bring it back: the run fails
+        with pytest.raises(BaseExceptionGroup) as info:
+            await play(run, [crash], workload_ends=10.0, run_ends=11.0)
+        assert info.value.subgroup(ServiceError) is not None
+        return
+    await play(run, [crash], workload_ends=10.0, run_ends=11.0)
+    (failed,) = [e for e in run.recorder.events if e["process"] == "service:consumer"]
+    assert failed["f"] == "restart_failed"
+    assert "before it was ready" in failed["value"]["error"]
+
+
+async def test_a_restart_another_crash_cut_short_is_recorded_as_interrupted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    run = FakeRun()
+    run.services["consumer"].killed_while_starting = True
+    crash = fault("crash", "service:consumer", at(1.0), restart_after_s=0.5)
+    await play(run, [crash], workload_ends=10.0, run_ends=11.0)
+    assert run.recorder.phases("f0") == [(1.0, "apply"), (1.6, "heal")]
+    (event,) = [e for e in run.recorder.events if e["process"] == "service:consumer"]
+    assert event["f"] == "restart_interrupted"  # not a start: no process of it is running
 
 
 async def test_cancelling_the_run_heals_shielded_even_a_slow_heal(

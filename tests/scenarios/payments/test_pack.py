@@ -24,11 +24,30 @@ def test_loading_the_pack_registers_its_checkers_under_its_name() -> None:
 
 def test_variants_are_the_chargers_and_consistency_is_the_state_check() -> None:
     payments = load_scenario("payments")
-    assert list(payments.variants) == list(VARIANTS) == ["golden", "no-idempotency"]
+    assert list(payments.variants) == list(VARIANTS)
+    assert list(VARIANTS) == [
+        "golden",
+        "no-idempotency",
+        "ack-before-commit",
+        "gateway-retry-no-key",
+        "wall-clock-dedupe",
+    ]
     assert payments.variants["no-idempotency"] == NoIdempotencyCharger.description
     assert charger_for("no-idempotency") is NoIdempotencyCharger
     assert payments.consistency_invariants() == ("consistent_final_state",)
-    assert payments.catches == {"no-idempotency": "exactly_once"}
+    assert payments.catches == {
+        "no-idempotency": "exactly_once",
+        "ack-before-commit": "no_lost_messages",
+        "gateway-retry-no-key": "exactly_once",
+        "wall-clock-dedupe": "exactly_once",
+    }
+
+
+def test_every_defective_variant_declares_signals_and_a_fault_space() -> None:
+    payments = load_scenario("payments")
+    for variant in ("ack-before-commit", "gateway-retry-no-key", "wall-clock-dedupe"):
+        assert payments.signals[variant], variant
+        assert payments.fault_space(variant).templates, variant
 
 
 # sha256 of the canonical schedule bytes, as `chaos run payments` drew them before the pack
