@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -47,6 +47,9 @@ from invariants import History, Invariant, Verdict, run_checkers
 from invariants.history import HARNESS
 from replay.trace import TraceWriter, build_header
 
+if TYPE_CHECKING:
+    from chaos.warm import WarmServices
+
 #: Called with a short line of what a run (or an engine) is doing now.
 Progress = Callable[[str], None]
 
@@ -67,6 +70,9 @@ class RunOptions:
     settle_timeout_s: float | None = None
     #: A program run in place of the scenario's task service (``chaos grade``).
     candidate: Candidate | None = None
+    #: A warm worker's PostgreSQL and nats-server (``chaos.warm``): the run gets a fresh
+    #: database and stream on them instead of starting its own.
+    warm: WarmServices | None = None
 
 
 @dataclass
@@ -231,6 +237,8 @@ async def _run(
             open_proxy_server(seed=derive_seed(options.seed, "proxy"), dial_timeout=2.0) as proxies,
             AsyncExitStack() as stack,
         ):
+            if options.warm is not None:
+                await stack.enter_async_context(options.warm.lease(recorder))
             ctx = RunContext(
                 scenario=scenario,
                 seed=options.seed,
@@ -241,6 +249,7 @@ async def _run(
                 recorder=recorder,
                 externals=ExternalServices(options.postgres_dsn, options.nats_url),
                 candidate=options.candidate,
+                warm=options.warm,
             )
             proxies.add_observer(recorder.proxy_event)
             proxies.add_observer(ctx.on_proxy_event)

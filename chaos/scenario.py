@@ -182,6 +182,11 @@ class Scenario(ABC):
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
+    #: Whether a warm worker (``chaos.warm``) may give runs a fresh database on its kept
+    #: PostgreSQL and a fresh stream on its kept nats-server instead of starting both. Only
+    #: for scenarios whose state is all in tables of one database and in JetStream streams
+    #: (not roles or other cluster-wide objects), and that never fault those two servers.
+    warm_services: ClassVar[bool] = False
 
     path: Path = BUILTIN_ROOT
 

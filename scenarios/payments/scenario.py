@@ -87,6 +87,7 @@ class Payments(Scenario):
         )
     }
     settle_timeout_s = 30.0
+    warm_services = True  # all its state: tables of one database, one stream
     task = TaskSpec(
         service="consumer",
         summary="the payments consumer: charge every order exactly once, however often the "

@@ -1,0 +1,503 @@
+"""Warm workers: one PostgreSQL cluster and one nats-server kept between the runs of a worker.
+
+::
+
+    sweep ──► WarmWorker (python -m chaos.warm, one per job) ──► run, run, run ...
+                 │  one registered run dir "chaos-warm-*": postgres + nats-server
+                 └─ per run: CREATE DATABASE run_N TEMPLATE chaos_template   (fresh tables)
+                             the run's own services, proxies, run dir, trace (as a cold run)
+                             then: DROP DATABASE run_N WITH (FORCE), delete every stream,
+                             and wait until nothing of the run is left (``check_clean``)
+
+A cold run (``chaos run``) pays for an interpreter, the harness's imports, a copy of the
+template cluster and a PostgreSQL and nats-server start and stop, every time; a warm worker
+pays for them once. Each run still gets a database that no other run has touched and a
+JetStream with no stream, consumer, message or connection of an earlier run: ``check_clean``
+checks it before every run and the worker refuses to go on (``ServiceError``) otherwise.
+
+Only scenarios that ask for it (``Scenario.warm_services = True``) get the warm services:
+a fresh database isolates tables, not cluster-wide objects such as roles, and the warm
+servers are nobody's fault target. Others still run in the worker (no interpreter start),
+with services of their own.
+
+The worker speaks JSON lines: one request per line on stdin (``scenario``, ``variant``,
+``seed``, ``out``), one answer per line on its stdout (``exit_code``, ``verdict`` as ``chaos
+run --json`` prints it, ``error``). It stops its services and exits when stdin closes, and
+on SIGINT/SIGTERM/SIGHUP as ``chaos run`` does. If it is SIGKILLed, its servers die with it
+(parent-death signal) and the next harness command or ``chaos gc`` removes its dir: the warm
+services are a registered run like any other. ``CHAOS_WARM=0`` makes ``chaos sweep`` start one
+cold ``chaos run`` per seed instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from chaos import _signals
+from chaos.errors import EXIT_BAD_INPUT, EXIT_HARNESS, ChaosError, ConfigError, ServiceError
+from chaos.services import (
+    NatsService,
+    PostgresService,
+    open_nats,
+    open_postgres,
+    open_run_dir,
+)
+from chaos.services._spawn import PIPE, Child, spawn
+
+if TYPE_CHECKING:
+    from chaos.context import RunContext
+    from chaos.recorder import Recorder
+
+TEMPLATE_DB = "chaos_template"
+_KEEP_DBS = {"postgres", "template0", "template1", TEMPLATE_DB}
+#: How long the servers may take to forget a finished run (closing connections) before the
+#: worker gives up on them.
+CLEAN_TIMEOUT_S = 10.0
+_CLEAN_POLL_S = 0.02
+
+
+def enabled() -> bool:
+    """Whether sweeps use warm workers: yes unless ``CHAOS_WARM`` is ``0``/``no``/``off``."""
+    return os.environ.get("CHAOS_WARM", "1").strip().lower() not in {"0", "no", "off", "false"}
+
+
+# -- the warm services ------------------------------------------------------------------------
+
+
+def _sql(dsn: str, sql: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
+        cur = conn.execute(sql.encode())
+        return list(cur.fetchall()) if cur.description else []
+
+
+def _get_json(url: str) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=3) as response:
+        return json.loads(response.read())
+
+
+def _delete_streams(url: str) -> None:
+    import asyncio
+
+    import nats
+
+    async def delete() -> None:
+        nc = await nats.connect(url, connect_timeout=3, max_reconnect_attempts=1)
+        try:
+            js = nc.jetstream()
+            for info in await js.streams_info():
+                await js.delete_stream(str(info.config.name))
+        finally:
+            await nc.close()
+
+    asyncio.run(delete())
+
+
+@dataclass
+class Leftovers:
+    """What an earlier run left on the warm servers (empty: clean)."""
+
+    databases: list[str] = field(default_factory=list)
+    pg_connections: int = 0
+    streams: int = 0
+    consumers: int = 0
+    messages: int = 0
+    nats_connections: int = 0
+
+    def __bool__(self) -> bool:
+        return any(vars(self).values())
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in vars(self).items() if v)
+
+
+class WarmServices:
+    """A PostgreSQL cluster and a nats-server shared by the runs of one worker, one at a time.
+
+    ``postgres(ctx)`` gives a run a fresh database made from ``chaos_template`` (dropped when
+    the run ends), ``nats(ctx)`` the server (every stream deleted when the run ends). Their
+    log lines go to the current run's trace, as a cold run's servers' do."""
+
+    def __init__(self, pg: PostgresService, nats: NatsService) -> None:
+        self.pg = pg
+        self.nats = nats
+        self.runs = 0
+        self.recorder: Recorder | None = None
+        self._busy = False
+
+    def log_sink(self, service: str, stream: str, line: str) -> None:
+        if self.recorder is not None:
+            self.recorder.log_line(service, stream, line)
+
+    async def postgres(self, ctx: RunContext) -> PostgresService:
+        self.runs += 1
+        name = f"run_{self.runs}"
+        await trio.to_thread.run_sync(
+            _sql,
+            self.pg.dsn,
+            f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB} STRATEGY FILE_COPY",
+        )
+
+        async def drop() -> None:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await trio.to_thread.run_sync(
+                    _sql, self.pg.dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )
+
+        ctx.stack.push_async_callback(drop)
+        pg = self.pg
+        dsn = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{name}"
+        return PostgresService(dsn, pg.host, pg.port, pg.user, name)
+
+    async def nats_for(self, ctx: RunContext) -> NatsService:
+        async def wipe() -> None:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await trio.to_thread.run_sync(_delete_streams, self.nats.url)
+
+        ctx.stack.push_async_callback(wipe)
+        n = self.nats
+        return NatsService(n.url, n.host, n.port, n.monitor_port)
+
+    async def leftovers(self) -> Leftovers:
+        """What is on the servers besides the empty template: databases, client connections
+        (other than this query's), streams, consumers, messages, NATS connections."""
+        rows = await trio.to_thread.run_sync(
+            _sql,
+            self.pg.dsn,
+            "SELECT (SELECT array_agg(datname::text ORDER BY datname) FROM pg_database),"
+            " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+            "  AND pid <> pg_backend_pid())",
+        )
+        found = Leftovers()
+        databases, connections = rows[0]
+        found.databases = [d for d in databases or [] if d not in _KEEP_DBS]
+        found.pg_connections = int(connections)
+        base = f"http://{self.nats.host}:{self.nats.monitor_port}"
+        jsz = await trio.to_thread.run_sync(_get_json, f"{base}/jsz")
+        connz = await trio.to_thread.run_sync(_get_json, f"{base}/connz")
+        found.streams = int(jsz.get("streams", 0))
+        found.consumers = int(jsz.get("consumers", 0))
+        found.messages = int(jsz.get("messages", 0))
+        found.nats_connections = int(connz.get("num_connections", 0))
+        return found
+
+    async def check_clean(self, timeout_s: float = CLEAN_TIMEOUT_S) -> None:
+        """Wait until no database, connection, stream, consumer or message of an earlier run
+        is left; ``ServiceError`` naming what is left if that takes over ``timeout_s``."""
+        found = Leftovers()
+        with trio.move_on_after(timeout_s):
+            while found := await self.leftovers():  # noqa: ASYNC110 - other processes' state
+                await trio.sleep(_CLEAN_POLL_S)
+            return
+        raise ServiceError(f"the warm services still hold an earlier run's {found.describe()}")
+
+    @asynccontextmanager
+    async def lease(self, recorder: Recorder) -> AsyncIterator[WarmServices]:
+        """The services for one run (``RunOptions.warm``): clean before, its logs meanwhile."""
+        if self._busy:
+            raise ServiceError("the warm services serve one run at a time")
+        self._busy = True
+        try:
+            self.recorder = recorder
+            yield self
+        finally:
+            self.recorder = None
+            self._busy = False
+
+
+@asynccontextmanager
+async def open_warm_services(run_dir: Path) -> AsyncIterator[WarmServices]:
+    """Start the warm PostgreSQL and nats-server in ``run_dir`` (a registered run dir) and make
+    the template database; everything stops and goes when the block ends."""
+    holder: list[WarmServices] = []
+
+    def sink(service: str, stream: str, line: str) -> None:
+        if holder:
+            holder[0].log_sink(service, stream, line)
+
+    async with (
+        open_postgres(run_dir, log_sink=sink) as pg,
+        open_nats(run_dir, log_sink=sink) as nats,
+    ):
+        await trio.to_thread.run_sync(
+            _sql,
+            pg.dsn,
+            f"CREATE DATABASE {TEMPLATE_DB} TEMPLATE template0 IS_TEMPLATE true "
+            "ALLOW_CONNECTIONS false",
+        )
+        warm = WarmServices(pg, nats)
+        holder.append(warm)
+        yield warm
+
+
+# -- the worker process ------------------------------------------------------------------------
+
+
+async def run_one(
+    request: Mapping[str, Any], warm: WarmServices | None, scenarios: dict[str, Any]
+) -> dict[str, Any]:
+    """One run in this process; the answer a worker prints (``exit_code``, ``verdict``,
+    ``error``, ``wall_s``). The per-run entry point of a warm worker: ``chaos sweep`` and
+    other dispatchers call it through ``WarmWorker.run``."""
+    from chaos.run import RunOptions, run_scenario
+    from chaos.scenario import load_scenario
+
+    started = time.monotonic()
+    try:
+        name = str(request["scenario"])
+        if name not in scenarios:
+            scenarios[name] = load_scenario(name)
+        scenario = scenarios[name]
+        use_warm = warm if getattr(scenario, "warm_services", False) else None
+        if use_warm is not None:
+            await use_warm.check_clean()
+        timeout = request.get("settle_timeout_s")
+        options = RunOptions(
+            scenario,
+            int(request["seed"]),
+            variant=str(request.get("variant", "golden")),
+            out=Path(request["out"]) if request.get("out") else None,
+            settle_timeout_s=None if timeout is None else float(timeout),
+            warm=use_warm,
+        )
+        result = await run_scenario(options)
+    except ConfigError as exc:
+        return _answer(EXIT_BAD_INPUT, None, str(exc), started)
+    except ChaosError as exc:
+        return _answer(EXIT_HARNESS, None, str(exc), started)
+    except (KeyError, ValueError, TypeError) as exc:
+        return _answer(EXIT_BAD_INPUT, None, f"bad request: {exc!r}", started)
+    return _answer(result.exit_code, result.to_json(), "", started)
+
+
+def _answer(
+    code: int, verdict: dict[str, Any] | None, error: str, started: float
+) -> dict[str, Any]:
+    return {
+        "exit_code": code,
+        "verdict": verdict,
+        "error": error,
+        "wall_s": round(time.monotonic() - started, 3),
+    }
+
+
+async def serve(requests: trio.abc.ReceiveStream, answers: trio.abc.SendStream) -> None:
+    """Answer JSON-line requests until ``requests`` ends, with warm services started at the
+    first request of a scenario that wants them."""
+    scenarios: dict[str, Any] = {}
+    buffer = bytearray()
+    with open_run_dir(prefix="chaos-warm-") as run_dir:
+        async with _lazy_warm(run_dir) as get_warm:
+            while True:
+                while b"\n" not in buffer:
+                    chunk = await requests.receive_some(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                line, _, rest = bytes(buffer).partition(b"\n")
+                buffer = bytearray(rest)
+                try:
+                    request = json.loads(line)
+                except ValueError:
+                    request = {}
+                warm = await get_warm(request, scenarios)
+                answer = await run_one(request, warm, scenarios)
+                await answers.send_all(json.dumps(answer, sort_keys=True).encode() + b"\n")
+
+
+@asynccontextmanager
+async def _lazy_warm(run_dir: Path) -> AsyncIterator[Any]:
+    from chaos.scenario import load_scenario
+
+    async with trio.open_nursery() as nursery:
+        holder: list[WarmServices] = []
+        stop = trio.Event()
+
+        async def keep(task_status: Any) -> None:
+            async with open_warm_services(run_dir) as warm:
+                holder.append(warm)
+                task_status.started()
+                await stop.wait()
+
+        async def get(request: Mapping[str, Any], scenarios: dict[str, Any]) -> WarmServices | None:
+            name = request.get("scenario")
+            if not isinstance(name, str):
+                return None
+            try:
+                if name not in scenarios:
+                    scenarios[name] = load_scenario(name)
+            except ConfigError:
+                return None
+            if not getattr(scenarios[name], "warm_services", False):
+                return None
+            if not holder:
+                await nursery.start(keep)
+            return holder[0]
+
+        try:
+            yield get
+        finally:
+            stop.set()
+
+
+def main() -> None:
+    """``python -m chaos.warm``: a worker; answers go to the real stdout, anything else any
+    code prints goes to stderr, so a stray print cannot break the protocol."""
+    _signals.install()
+    answers_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    async def worker() -> None:
+        async with (
+            trio.lowlevel.FdStream(os.dup(0)) as requests,
+            trio.lowlevel.FdStream(answers_fd) as answers,
+        ):
+            await serve(requests, answers)
+
+    try:
+        _signals.run(worker)
+    except _signals.Interrupted as exc:
+        _signals.ignore_further()
+        raise SystemExit(exc.exit_code) from None
+    except ChaosError as exc:
+        _signals.ignore_further()
+        print(f"chaos warm worker: error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_HARNESS) from None
+    finally:
+        _signals.ignore_further()
+
+
+# -- the client: a worker seen from a dispatcher ---------------------------------------------
+
+
+class WorkerGone(ChaosError):
+    """The worker process ended before it answered."""
+
+
+class WarmWorker:
+    """A ``python -m chaos.warm`` child: ``await worker.run(request)`` -> its answer. Open with
+    ``open_warm_worker()``; one request at a time."""
+
+    def __init__(self, child: Child, requests: trio.lowlevel.FdStream) -> None:
+        self.child = child
+        self._requests = requests
+        self._buffer = bytearray()
+        self._lock = trio.Lock()
+        self.stderr_tail: list[str] = []
+
+    @property
+    def alive(self) -> bool:
+        return self.child.returncode is None
+
+    async def run(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Send one request, return the answer; ``WorkerGone`` if the worker ends first."""
+        async with self._lock:
+            try:
+                await self._requests.send_all(json.dumps(dict(request)).encode() + b"\n")
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                raise WorkerGone(self._gone_message()) from None
+            assert self.child.stdout is not None
+            while b"\n" not in self._buffer:
+                chunk = await self.child.stdout.receive_some(65536)
+                if not chunk:
+                    await self.child.wait()
+                    raise WorkerGone(self._gone_message())
+                self._buffer += chunk
+            line, _, rest = bytes(self._buffer).partition(b"\n")
+            self._buffer = bytearray(rest)
+            answer: dict[str, Any] = json.loads(line)
+            return answer
+
+    def _gone_message(self) -> str:
+        code = self.child.returncode
+        last = self.stderr_tail[-1] if self.stderr_tail else f"exit code {code}"
+        return f"the warm worker ended (exit code {code}): {last}"
+
+
+async def _pump_stderr(worker: WarmWorker) -> None:
+    stream = worker.child.stderr
+    if stream is None:
+        return
+    pending = b""
+    async with stream:
+        while chunk := await stream.receive_some(65536):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            worker.stderr_tail.extend(x.decode(errors="replace") for x in lines if x.strip())
+            del worker.stderr_tail[:-20]
+
+
+@asynccontextmanager
+async def open_warm_worker(stop_grace_s: float = 60.0) -> AsyncIterator[WarmWorker]:
+    """Start a worker process (own session; SIGTERM if this process dies); on exit close its
+    stdin and wait for it to stop its services; if cancelled, interrupt it as Ctrl-C would."""
+    read, write = os.pipe()
+    try:
+        child = spawn(
+            [sys.executable, "-m", "chaos.warm"],
+            stdin=read,
+            stdout=PIPE,
+            stderr=PIPE,
+            start_new_session=True,
+            pdeathsig=signal.SIGTERM,
+        )
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    requests = trio.lowlevel.FdStream(write)
+    worker = WarmWorker(child, requests)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_pump_stderr, worker)
+        try:
+            yield worker
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await requests.aclose()
+                await _interrupt(child, stop_grace_s)
+            raise
+        else:
+            with trio.CancelScope(shield=True):
+                await requests.aclose()
+                with trio.move_on_after(stop_grace_s):
+                    await child.wait()
+                    return
+                await _interrupt(child, stop_grace_s)
+
+
+async def _interrupt(child: Child, grace_s: float) -> None:
+    if child.returncode is not None:
+        await child.wait()
+        return
+    child.send_signal(signal.SIGINT)
+    forwarded = False
+    with trio.move_on_after(grace_s):
+        while True:
+            with trio.move_on_after(0.1):
+                await child.wait()
+                return
+            if _signals.hurrying() and not forwarded:
+                child.send_signal(signal.SIGINT)
+                forwarded = True
+    child.kill()
+    await child.wait()
+
+
+if __name__ == "__main__":
+    main()
