@@ -32,7 +32,6 @@ from chaos.errors import (
     EXIT_VIOLATED,
     ChaosError,
     ConfigError,
-    ServiceError,
 )
 from chaos.nemesis import Nemesis
 from chaos.recorder import Recorder
@@ -40,6 +39,7 @@ from chaos.rng import check_seed, derive_seed
 from chaos.sandbox.candidate import Candidate
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
+from chaos.settle import wait_settled
 from faults.model import FaultSchedule
 from faults.proxy import open_proxy_server
 from faults.schedule import generate
@@ -304,17 +304,9 @@ async def _run(
 
 
 async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
-    """Poll ``scenario.settled`` until it holds twice in a row, or ``limit_s`` passes."""
-    streak = 0
-    with trio.move_on_after(limit_s):
-        while streak < 2:
-            try:
-                streak = streak + 1 if await scenario.settled(ctx) else 0
-            except (OSError, ServiceError):
-                streak = 0
-            await trio.sleep(0.2)
-        return True
-    return False
+    """Until ``scenario.settled`` holds twice with nothing recorded in between (driven by the
+    run's events, see ``chaos.settle``), or ``limit_s`` passes."""
+    return await wait_settled(lambda: scenario.settled(ctx), ctx.recorder, limit_s)
 
 
 __all__ = [

@@ -15,13 +15,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from chaos import _signals
+from chaos import _signals, warm
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.rng import check_seed
 from chaos.services._spawn import PIPE, Child, spawn
@@ -188,6 +189,25 @@ async def run_seed(
     return result
 
 
+async def run_seed_warm(
+    pool: warm.WarmPool, scenario: str, variant: str, seed: int, out_dir: Path
+) -> SeedResult:
+    """One run on a warm worker of ``pool`` (chaos.warm): the same result as ``run_seed``."""
+    trace = out_dir / f"{variant}-seed{seed}.trace"
+    started = time.monotonic()
+    request = {"scenario": scenario, "variant": variant, "seed": seed, "out": str(trace)}
+    try:
+        answer = await pool.run(request)
+    except warm.WorkerGone as exc:
+        return SeedResult(seed, EXIT_HARNESS, error=str(exc), wall_s=time.monotonic() - started)
+    result = SeedResult(seed, int(answer["exit_code"]), wall_s=time.monotonic() - started)
+    if result.exit_code in (EXIT_HELD, EXIT_VIOLATED):
+        result.verdict = answer["verdict"]
+    else:
+        result.error = str(answer.get("error") or f"exit code {result.exit_code}")
+    return result
+
+
 async def sweep(
     scenario: str,
     variant: str,
@@ -197,26 +217,37 @@ async def sweep(
     out_dir: Path,
     extra: list[str] | None = None,
     progress: Callable[[SeedResult], None] | None = None,
+    use_warm: bool | None = None,
 ) -> SweepReport:
     """Run every seed, ``jobs`` at a time, traces into ``out_dir`` (which must exist);
-    results in seed order."""
+    results in seed order. Runs go to ``jobs`` warm workers (chaos.warm) unless ``use_warm``
+    is False, ``CHAOS_WARM=0`` or ``extra`` run arguments are given: then each seed is a cold
+    ``chaos run``."""
     if jobs < 1:
         raise ConfigError(f"jobs must be >= 1, got {jobs}")
+    if use_warm is None:
+        use_warm = warm.enabled()
+    use_warm = use_warm and not extra
     report = SweepReport(scenario, variant)
     limiter = trio.CapacityLimiter(jobs)
     results: dict[int, SeedResult] = {}
     started = time.monotonic()
 
-    async def one(seed: int) -> None:
+    async def one(seed: int, pool: warm.WarmPool | None) -> None:
         async with limiter:
-            result = await run_seed(scenario, variant, seed, out_dir, extra or [])
+            if pool is not None:
+                result = await run_seed_warm(pool, scenario, variant, seed, out_dir)
+            else:
+                result = await run_seed(scenario, variant, seed, out_dir, extra or [])
         results[seed] = result
         if progress is not None:
             progress(result)
 
-    async with trio.open_nursery() as nursery:
-        for seed in seeds:
-            nursery.start_soon(one, seed)
+    async with AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(warm.open_warm_pool(jobs)) if use_warm else None
+        async with trio.open_nursery() as nursery:
+            for seed in seeds:
+                nursery.start_soon(one, seed, pool)
     report.wall_s = time.monotonic() - started
     report.results = [results[s] for s in seeds]
     return report

@@ -399,6 +399,8 @@ class WarmWorker:
         self._buffer = bytearray()
         self._lock = trio.Lock()
         self.stderr_tail: list[str] = []
+        #: Cancelled to let the worker go (a pool does it when the worker ended).
+        self.scope = trio.CancelScope()
 
     @property
     def alive(self) -> bool:
@@ -501,3 +503,50 @@ async def _interrupt(child: Child, grace_s: float) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+class WarmPool:
+    """Up to ``size`` warm workers, started when first needed: ``await pool.run(request)``
+    runs on an idle one. A worker that ended (crashed, killed) is replaced at the next
+    request; its request's answer is ``WorkerGone``."""
+
+    def __init__(self, nursery: trio.Nursery, size: int) -> None:
+        if size < 1:
+            raise ConfigError(f"a warm pool needs at least one worker, got {size}")
+        self._nursery = nursery
+        self._limiter = trio.CapacityLimiter(size)
+        self._idle: list[WarmWorker] = []
+        self._stop = trio.Event()
+        self.started = 0
+
+    async def _keep(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with open_warm_worker() as worker:
+            self.started += 1
+            task_status.started(worker)
+            with worker.scope:
+                await self._stop.wait()
+
+    async def run(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        async with self._limiter:
+            worker = self._idle.pop() if self._idle else await self._nursery.start(self._keep)
+            try:
+                answer = await worker.run(request)
+            except WorkerGone:
+                worker.scope.cancel()
+                raise
+            self._idle.append(worker)
+            return answer
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+@asynccontextmanager
+async def open_warm_pool(size: int) -> AsyncIterator[WarmPool]:
+    """A ``WarmPool``; on exit every worker stops its services (interrupted if cancelled)."""
+    async with trio.open_nursery() as nursery:
+        pool = WarmPool(nursery, size)
+        try:
+            yield pool
+        finally:
+            pool.close()

@@ -1,0 +1,83 @@
+"""Settle detection driven by what the run records, not by a fixed poll.
+
+A run is settled once the scenario's ``settled`` check holds twice in a row with nothing
+recorded in between: no delivery, ack or publish seen by a proxy, no operation or log line
+of a service, no fault step. Every recorded event wakes the detector, which then waits for
+the run to be quiet for ``quiet_s`` (events come in bursts) before it checks; with no event
+at all it still checks every ``poll_s`` (a state that changes without a recorded event, such
+as a redelivery timer running out at the broker, is seen at the next poll).
+
+::
+
+    event ─► quiet_s with no event ─► check ─ false ─► wait for an event or poll_s ─┐
+                                        │ true                                       │
+                                        ▼                                            │
+                    quiet_s ─► check again ─ true, no event since the first ─► settled
+                                        └ otherwise ──────────────────────────────────┘
+
+Two checks with no event between them replace the former "true twice, 200 ms apart": the
+same guarantee (nothing moved between two consistent observations) without the fixed wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import trio
+
+from chaos.errors import ServiceError
+
+#: How long the run must be quiet before a check, and between the two checks.
+QUIET_S = 0.05
+#: The longest time between two checks when nothing is recorded.
+POLL_S = 0.2
+
+
+class Activity(Protocol):
+    """What the detector watches: a count of events and an event set at each new one."""
+
+    @property
+    def count(self) -> int: ...
+
+    async def wait_changed(self) -> None: ...
+
+
+async def _quiet(activity: Activity, quiet_s: float) -> None:
+    """Return once no event has been recorded for ``quiet_s``."""
+    while True:
+        seen = activity.count
+        await trio.sleep(quiet_s)
+        if activity.count == seen:
+            return
+
+
+async def wait_settled(
+    check: Callable[[], Awaitable[bool]],
+    activity: Activity,
+    limit_s: float,
+    *,
+    quiet_s: float = QUIET_S,
+    poll_s: float = POLL_S,
+) -> bool:
+    """True once ``check`` held twice with no event recorded from the start of the first to
+    the end of the second; False if that did not happen within ``limit_s``. A check that
+    raises ``OSError`` or ``ServiceError`` counts as false."""
+    with trio.move_on_after(limit_s):
+        first: int | None = None  # the event count when a passing check started
+        while True:
+            await _quiet(activity, quiet_s)
+            mark = activity.count
+            try:
+                ok = await check()
+            except (OSError, ServiceError):
+                ok = False
+            if ok and first is not None and activity.count == first:
+                return True
+            if ok and activity.count == mark:
+                first = mark
+                continue  # confirm after another quiet_s
+            first = None
+            with trio.move_on_after(poll_s):
+                await activity.wait_changed()
+    return False
