@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from chaos import settle
 from chaos._signals import received, stop_outcome
 from chaos.context import ExternalServices, RunContext
 from chaos.errors import (
@@ -39,7 +40,6 @@ from chaos.rng import check_seed, derive_seed
 from chaos.sandbox.candidate import Candidate
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
-from chaos.settle import wait_settled
 from faults.model import FaultSchedule
 from faults.proxy import open_proxy_server
 from faults.schedule import generate
@@ -306,7 +306,9 @@ async def _run(
 async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
     """Until ``scenario.settled`` holds twice with nothing recorded in between (driven by the
     run's events, see ``chaos.settle``), or ``limit_s`` passes."""
-    return await wait_settled(lambda: scenario.settled(ctx), ctx.recorder, limit_s)
+    if settle.polling():
+        return await settle.poll_settled(lambda: scenario.settled(ctx), limit_s)
+    return await settle.wait_settled(lambda: scenario.settled(ctx), ctx.recorder, limit_s)
 
 
 __all__ = [

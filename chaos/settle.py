@@ -21,6 +21,7 @@ same guarantee (nothing moved between two consistent observations) without the f
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -50,6 +51,28 @@ async def _quiet(activity: Activity, quiet_s: float) -> None:
         await trio.sleep(quiet_s)
         if activity.count == seen:
             return
+
+
+def polling() -> bool:
+    """``CHAOS_SETTLE=poll``: the former detector (``poll_settled``), for benchmarks that
+    measure against it (bench/sweep.py's baseline)."""
+    return os.environ.get("CHAOS_SETTLE", "").strip().lower() == "poll"
+
+
+async def poll_settled(
+    check: Callable[[], Awaitable[bool]], limit_s: float, interval_s: float = 0.2
+) -> bool:
+    """The former detector: ``check`` every ``interval_s`` until it holds twice in a row."""
+    streak = 0
+    with trio.move_on_after(limit_s):
+        while streak < 2:
+            try:
+                streak = streak + 1 if await check() else 0
+            except (OSError, ServiceError):
+                streak = 0
+            await trio.sleep(interval_s)
+        return True
+    return False
 
 
 async def wait_settled(
