@@ -84,20 +84,27 @@ async def wait_settled(
     poll_s: float = POLL_S,
 ) -> bool:
     """True once ``check`` held twice with no event recorded from the start of the first to
-    the end of the second; False if that did not happen within ``limit_s``. A check that
+    the end of the second, except what the checks record themselves (a scenario's probe may
+    record its requests); False if that did not happen within ``limit_s``. A check that
     raises ``OSError`` or ``ServiceError`` counts as false."""
+    own = 0  # events recorded while a check ran: the check's own
+
+    def outside() -> int:
+        return activity.count - own
+
     with trio.move_on_after(limit_s):
-        first: int | None = None  # the event count when a passing check started
+        first: int | None = None  # events outside checks when a passing check started
         while True:
             await _quiet(activity, quiet_s)
-            mark = activity.count
+            mark, before = outside(), activity.count
             try:
                 ok = await check()
             except (OSError, ServiceError):
                 ok = False
-            if ok and first is not None and activity.count == first:
+            own += activity.count - before
+            if ok and first is not None and outside() == first:
                 return True
-            if ok and activity.count == mark:
+            if ok:
                 first = mark
                 continue  # confirm after another quiet_s
             first = None

@@ -53,15 +53,34 @@ async def test_two_passing_checks_with_nothing_in_between_settle(mock_clock: obj
 
 async def test_an_event_between_the_two_checks_asks_for_another(mock_clock: object) -> None:
     system, activity = FakeSystem(settled=True), FakeActivity()
+    first_done = trio.Event()
 
     async def check() -> bool:
         ok = await system.check()
-        if len(system.checks) == 1:
-            activity.record()  # something moved while the first check ran
+        first_done.set()
         return ok
 
-    assert await wait_settled(check, activity, 30, quiet_s=0.05, poll_s=0.2)
+    async def moves_between_checks() -> None:
+        await first_done.wait()
+        await trio.sleep(0.01)
+        activity.record()  # e.g. a late ack, between the first check and its confirmation
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(moves_between_checks)
+        assert await wait_settled(check, activity, 30, quiet_s=0.05, poll_s=0.2)
     assert len(system.checks) == 3
+
+
+async def test_what_the_checks_record_themselves_does_not_count(mock_clock: object) -> None:
+    system, activity = FakeSystem(settled=True), FakeActivity()
+
+    async def probing_check() -> bool:
+        activity.record()  # a probe's request and answer are recorded
+        activity.record()
+        return await system.check()
+
+    assert await wait_settled(probing_check, activity, 30, quiet_s=0.05, poll_s=0.2)
+    assert len(system.checks) == 2
 
 
 async def test_an_event_wakes_the_detector_before_the_next_poll(mock_clock: object) -> None:
