@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from rich.console import Console
@@ -14,6 +13,7 @@ from chaos._checks import check_out_dir
 from chaos.errors import ConfigError
 from chaos.scenario import load_scenario
 from chaos.sweep import SeedResult, SweepReport, parse_seeds, sweep
+from chaos.warm import default_jobs
 
 
 def sweep_command(
@@ -28,7 +28,7 @@ def sweep_command(
     loaded = load_scenario(scenario)  # bad scenario or variant: exit 2 before any worker
     loaded.check_variant(variant)
     seeds = parse_seeds(seeds_text)
-    jobs = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
+    jobs = jobs if jobs is not None else default_jobs()
     if not 1 <= jobs <= 64:
         raise ConfigError(f"--jobs must be between 1 and 64, got {jobs}")
     folder = check_out_dir(out_dir or Path("traces") / f"sweep-{loaded.id}-{variant}", "--out-dir")
