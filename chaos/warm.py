@@ -22,11 +22,13 @@ with services of their own.
 
 The worker speaks JSON lines: one request per line on stdin (``scenario``, ``variant``,
 ``seed``, ``out``), one answer per line on its stdout (``exit_code``, ``verdict`` as ``chaos
-run --json`` prints it, ``error``). It stops its services and exits when stdin closes, and
-on SIGINT/SIGTERM/SIGHUP as ``chaos run`` does. If it is SIGKILLed, its servers die with it
-(parent-death signal) and the next harness command or ``chaos gc`` removes its dir: the warm
-services are a registered run like any other. ``CHAOS_WARM=0`` makes ``chaos sweep`` start one
-cold ``chaos run`` per seed instead.
+run --json`` prints it, ``error``; ``retire`` when its servers are no longer clean: it then
+stops them and exits, and a pool starts a fresh worker). A run that fails is an answer (exit
+code 3, or 2 for bad input), never the end of the worker. It stops its services and exits
+when stdin closes, and on SIGINT/SIGTERM/SIGHUP as ``chaos run`` does. If it is SIGKILLed,
+its servers die with it (parent-death signal) and the next harness command or ``chaos gc``
+removes its dir: the warm services are a registered run like any other. ``CHAOS_WARM=0``
+makes ``chaos sweep`` start one cold ``chaos run`` per seed instead.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -80,6 +83,12 @@ def enabled() -> bool:
 
 
 # -- the warm services ------------------------------------------------------------------------
+
+
+def psycopg_error() -> type[Exception]:
+    import psycopg
+
+    return psycopg.Error
 
 
 def _sql(dsn: str, sql: str) -> list[tuple[Any, ...]]:
@@ -205,12 +214,18 @@ class WarmServices:
     async def check_clean(self, timeout_s: float = CLEAN_TIMEOUT_S) -> None:
         """Wait until no database, connection, stream, consumer or message of an earlier run
         is left; ``ServiceError`` naming what is left if that takes over ``timeout_s``."""
-        found = Leftovers()
+        found: Leftovers | str = Leftovers()
         with trio.move_on_after(timeout_s):
-            while found := await self.leftovers():  # noqa: ASYNC110 - other processes' state
+            while True:
+                try:
+                    found = await self.leftovers()
+                except (OSError, ValueError, psycopg_error()) as exc:  # a busy or dying server
+                    found = f"{type(exc).__name__}: {exc}"
+                if not found:
+                    return
                 await trio.sleep(_CLEAN_POLL_S)
-            return
-        raise ServiceError(f"the warm services still hold an earlier run's {found.describe()}")
+        what = found if isinstance(found, str) else f"an earlier run's {found.describe()}"
+        raise ServiceError(f"the warm services are not clean: {what}")
 
     @asynccontextmanager
     async def lease(self, recorder: Recorder) -> AsyncIterator[WarmServices]:
@@ -265,30 +280,50 @@ async def run_one(
 
     started = time.monotonic()
     try:
-        name = str(request["scenario"])
+        name, seed = str(request["scenario"]), int(request["seed"])
+        variant = str(request.get("variant", "golden"))
+        out = Path(request["out"]) if request.get("out") else None
+        timeout = request.get("settle_timeout_s")
+        settle_timeout_s = None if timeout is None else float(timeout)
+    except (KeyError, ValueError, TypeError) as exc:
+        return _answer(EXIT_BAD_INPUT, None, f"bad request: {exc!r}", started)
+    try:
         if name not in scenarios:
             scenarios[name] = load_scenario(name)
         scenario = scenarios[name]
         use_warm = warm if getattr(scenario, "warm_services", False) else None
         if use_warm is not None:
-            await use_warm.check_clean()
-        timeout = request.get("settle_timeout_s")
+            try:
+                await use_warm.check_clean()
+            except ServiceError as exc:  # this worker's servers are of no more use
+                return {**_failed(exc, started), "retire": True}
         options = RunOptions(
             scenario,
-            int(request["seed"]),
-            variant=str(request.get("variant", "golden")),
-            out=Path(request["out"]) if request.get("out") else None,
-            settle_timeout_s=None if timeout is None else float(timeout),
+            seed,
+            variant=variant,
+            out=out,
+            settle_timeout_s=settle_timeout_s,
             warm=use_warm,
         )
         result = await run_scenario(options)
-    except ConfigError as exc:
-        return _answer(EXIT_BAD_INPUT, None, str(exc), started)
-    except ChaosError as exc:
-        return _answer(EXIT_HARNESS, None, str(exc), started)
-    except (KeyError, ValueError, TypeError) as exc:
-        return _answer(EXIT_BAD_INPUT, None, f"bad request: {exc!r}", started)
+    except Exception as exc:  # one run's failure is its answer, not the worker's
+        return _failed(exc, started)
     return _answer(result.exit_code, result.to_json(), "", started)
+
+
+def _failed(exc: Exception, started: float) -> dict[str, Any]:
+    """The answer for a run that raised: a ChaosError (alone or grouped by nurseries) as its
+    one line and exit code, as ``chaos run`` prints it; anything else a harness error with
+    its traceback on the worker's stderr. Either way the worker goes on."""
+    first: BaseException = exc
+    while isinstance(first, BaseExceptionGroup) and first.exceptions:
+        first = first.exceptions[0]
+    if isinstance(first, ConfigError):
+        return _answer(EXIT_BAD_INPUT, None, str(first), started)
+    if not isinstance(first, ChaosError):
+        traceback.print_exception(exc, file=sys.stderr)
+    message = str(first) if isinstance(first, ChaosError) else f"{type(first).__name__}: {first}"
+    return _answer(EXIT_HARNESS, None, message, started)
 
 
 def _answer(
@@ -324,6 +359,8 @@ async def serve(requests: trio.abc.ReceiveStream, answers: trio.abc.SendStream) 
                 warm = await get_warm(request, scenarios)
                 answer = await run_one(request, warm, scenarios)
                 await answers.send_all(json.dumps(answer, sort_keys=True).encode() + b"\n")
+                if answer.get("retire"):
+                    return  # stops the servers; a pool starts a new worker
 
 
 @asynccontextmanager
@@ -434,7 +471,9 @@ class WarmWorker:
 
     def _gone_message(self) -> str:
         code = self.child.returncode
-        last = self.stderr_tail[-1] if self.stderr_tail else f"exit code {code}"
+        lines = [line.strip(" |+-") for line in self.stderr_tail]
+        lines = [line for line in lines if line]
+        last = lines[-1] if lines else "no output"
         return f"the warm worker ended (exit code {code}): {last}"
 
 
@@ -541,7 +580,10 @@ class WarmPool:
             except WorkerGone:
                 worker.scope.cancel()
                 raise
-            self._idle.append(worker)
+            if answer.get("retire"):
+                worker.scope.cancel()  # it is stopping; the next request starts a new one
+            else:
+                self._idle.append(worker)
             return answer
 
     def close(self) -> None:

@@ -129,13 +129,19 @@ async def test_a_leftover_stops_the_worker(run_root: Path) -> None:
                 asyncio.run(go())
 
             await trio.to_thread.run_sync(stray_stream)
-            with pytest.raises(ServiceError, match="streams=1"):
+            with pytest.raises(ServiceError, match=r"earlier run's streams=1"):
                 await warm.check_clean(timeout_s=0.5)
 
 
 @pytest.mark.slow
 async def test_a_pool_runs_payments_seeds_on_warm_services(tmp_path: Path, run_root: Path) -> None:
     async with open_warm_pool(1) as pool:
+        bad = await pool.run({"scenario": "no-such-scenario", "seed": 1})
+        assert (bad["exit_code"], bad["verdict"]) == (2, None)
+        assert "unknown scenario" in bad["error"]
+        malformed = await pool.run({"scenario": "payments"})
+        assert malformed["exit_code"] == 2
+        assert "bad request" in malformed["error"]
         answers = [
             await pool.run({"scenario": "payments", "seed": s, "out": str(tmp_path / f"{s}.t")})
             for s in (0, 1)
@@ -143,7 +149,7 @@ async def test_a_pool_runs_payments_seeds_on_warm_services(tmp_path: Path, run_r
     for answer in answers:
         assert answer["exit_code"] == 0, answer
         assert answer["verdict"]["held"] is True
-    assert pool.started == 1  # one worker, both runs
+    assert pool.started == 1  # one worker: failed requests do not end it
     assert os.listdir(run_root) == []
 
 
