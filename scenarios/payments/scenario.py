@@ -24,7 +24,6 @@ import trio
 import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext, Subject
 from chaos.scenario import Budgets, Scenario, TaskSpec
-from chaos.services import free_port
 from scenarios.payments.variants import VARIANTS
 
 HERE = Path(__file__).resolve().parent
@@ -112,21 +111,24 @@ class Payments(Scenario):
         ]
 
     async def setup(self, ctx: RunContext) -> None:
-        gateway_port = free_port()
+        port_file = ctx.run_dir / "gateway.port"
         gateway = await ctx.start_service(  # starts while Postgres and NATS come up
             "gateway",
             [
                 ctx.python(),
                 "-m",
                 "scenarios.payments.gateway",
-                str(gateway_port),
+                "0",  # the gateway binds a port of the kernel's choosing: no race for it
                 str(ctx.run_dir / "gateway.jsonl"),
+                str(port_file),
             ],
             ready_line="gateway listening",
             wait=False,
         )
         pg = await ctx.postgres()
         nats = await ctx.nats()
+        await ctx.ready(gateway)
+        gateway_port = int(port_file.read_text(encoding="utf-8"))
         names = await self._isolate(ctx, pg.dsn, nats.url)
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
         pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
@@ -156,7 +158,7 @@ class Payments(Scenario):
             ready_line="consumer ready",
             wait=False,
         )
-        await ctx.ready(gateway, consumer)
+        await ctx.ready(consumer)
 
     async def _isolate(self, ctx: RunContext, dsn: str, nats_url: str) -> dict[str, str]:
         """On shared (external) services, give this run a schema and a stream of its own,
