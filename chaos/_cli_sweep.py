@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from chaos._cli_exec import ExecFlags, open_executor, progress_bar
 from chaos.errors import ConfigError
 from chaos.scenario import load_scenario
 from chaos.sweep import SeedResult, SweepReport, parse_seeds, sweep
+from chaos.warm import default_jobs
 
 
 def sweep_command(
@@ -42,7 +42,8 @@ def sweep_command(
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"cannot use --out-dir {folder}: {exc.strerror or exc}") from None
-        workers = jobs if jobs is not None else max(1, (os.cpu_count() or 2) // 2)
+        # --jobs not given: measured default here (docs/sweep.md); Ray: its CPUs decide
+        workers = jobs if jobs is not None else default_jobs()
         with progress_bar(f"sweep {loaded.id} {variant}", len(seeds)) as bar:
 
             def progress(result: SeedResult) -> None:

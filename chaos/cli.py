@@ -387,7 +387,7 @@ def sweep(
     seeds: Annotated[str, typer.Option(help="Seeds: N, A-B, or a comma-separated list.")],
     variant: Annotated[str, typer.Option(help="golden or a defective variant.")] = "golden",
     jobs: Annotated[
-        int | None, typer.Option(help="Runs side by side (default: half the CPUs, at least 1).")
+        int | None, typer.Option(help="Runs side by side (default: 4 per CPU, at most 64).")
     ] = None,
     out_dir: Annotated[
         Path | None, typer.Option(help="Trace folder (default traces/sweep-SCENARIO-VARIANT).")

@@ -41,6 +41,7 @@ from invariants.history import SERVICE_PREFIX
 if TYPE_CHECKING:
     from chaos.sandbox.candidate import Candidate
     from chaos.scenario import Scenario
+    from chaos.warm import WarmServices
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class RunContext:
         recorder: Recorder,
         externals: ExternalServices | None = None,
         candidate: Candidate | None = None,
+        warm: WarmServices | None = None,
     ) -> None:
         self.scenario = scenario
         self.seed = seed
@@ -92,6 +94,8 @@ class RunContext:
         self.externals = externals or ExternalServices()
         #: A graded run's candidate: it runs in place of the task's service (chaos grade).
         self.candidate = candidate
+        #: A warm worker's servers (``chaos.warm``), shared one run at a time.
+        self.warm = warm
         #: The services the candidate runs as in this run (the task's service, or each of its
         #: instances ``<service>-N``).
         self.candidate_services: list[str] = []
@@ -125,6 +129,8 @@ class RunContext:
         """The run's PostgreSQL: embedded (own cluster, free port) unless a DSN was given."""
         if self.externals.postgres_dsn:
             pg = external_postgres(self.externals.postgres_dsn)
+        elif self.warm is not None:
+            pg = await self.warm.postgres(self)
         else:
             pg = await self.stack.enter_async_context(
                 open_postgres(self.run_dir, log_sink=self.recorder.log_line)
@@ -138,6 +144,8 @@ class RunContext:
         """The run's NATS with JetStream: embedded unless a URL was given."""
         if self.externals.nats_url:
             nats = external_nats(self.externals.nats_url)
+        elif self.warm is not None:
+            nats = await self.warm.nats_for(self)
         else:
             nats = await self.stack.enter_async_context(
                 open_nats(self.run_dir, log_sink=self.recorder.log_line)

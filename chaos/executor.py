@@ -32,13 +32,14 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import trio
 
-from chaos import _signals
+from chaos import _signals, warm
 from chaos._checks import check_duration
 from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.scenario import Scenario
@@ -353,13 +354,47 @@ async def with_retries(
     return outcome
 
 
+async def run_warm(pool: warm.WarmPool, spec: RunSpec) -> RunOutcome:
+    """One run on a warm worker of ``pool`` (``chaos.warm``): the same outcome as
+    ``run_one``; a worker that ended before it answered is a lost worker."""
+    started, started_wall = time.monotonic(), time.time()
+    request = {"scenario": spec.scenario, "variant": spec.variant, "seed": spec.seed,
+               "out": str(spec.trace)}  # fmt: skip
+    try:
+        answer = await pool.run(request)
+    except warm.WorkerGone as exc:
+        outcome = RunOutcome(spec.seed, EXIT_HARNESS, wall_s=time.monotonic() - started)
+        outcome.error = outcome.lost_worker = str(exc)
+        outcome.trace = _trace_left(spec.trace, EXIT_HARNESS, started_wall)
+        return outcome
+    code = int(answer["exit_code"])
+    outcome = RunOutcome(spec.seed, code, wall_s=time.monotonic() - started)
+    outcome.worker = f"{socket.gethostname()} warm worker"
+    outcome.trace = _trace_left(spec.trace, code, started_wall)
+    if code in (EXIT_HELD, EXIT_VIOLATED):
+        outcome.result = answer["verdict"]
+    else:
+        outcome.error = str(answer.get("error") or f"exit code {code}")
+    return outcome
+
+
 @dataclass
 class LocalExecutor:
-    """Runs on this machine: one ``chaos run`` child per run, ``jobs`` at a time."""
+    """Runs on this machine, ``jobs`` at a time: on warm workers (``chaos.warm``: kept
+    PostgreSQL and nats-server, a fresh database and stream per run) unless ``warm`` is False,
+    ``CHAOS_WARM=0``, a ``run_timeout`` is set or a spec carries run arguments; otherwise one
+    cold ``chaos run`` child per run."""
 
     run_timeout: float | None = None
     retries: int = LOST_RETRIES
+    warm: bool | None = None
     kind: str = field(default="local", init=False)
+    #: Whether the last batch ran on warm workers.
+    used_warm: bool | None = field(default=None, init=False)
+
+    def warm_for(self, specs: Sequence[RunSpec]) -> bool:
+        wanted = warm.enabled() if self.warm is None else self.warm
+        return wanted and self.run_timeout is None and not any(s.args for s in specs)
 
     async def __call__(
         self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
@@ -368,24 +403,30 @@ class LocalExecutor:
             raise ConfigError(f"jobs must be >= 1, got {jobs}")
         limiter = trio.CapacityLimiter(jobs)
         outcomes: list[RunOutcome | None] = [None] * len(specs)
+        self.used_warm = self.warm_for(specs)
+        pools = warm.open_warm_pool(jobs, concurrency=jobs) if self.used_warm else None
 
-        async def one(index: int, spec: RunSpec) -> None:
-            async def attempt() -> RunOutcome:
-                return await run_one(spec, self.run_timeout, jobs)
+        async with pools if pools is not None else nullcontext() as pool:
 
-            async with limiter:
-                outcome = await with_retries(attempt, self.retries)
-            outcomes[index] = outcome
-            if progress is not None:
-                progress(outcome)
+            async def one(index: int, spec: RunSpec) -> None:
+                async def attempt() -> RunOutcome:
+                    if pool is not None:
+                        return await run_warm(pool, spec)
+                    return await run_one(spec, self.run_timeout, jobs)
 
-        async with trio.open_nursery() as nursery:
-            for index, spec in enumerate(specs):
-                nursery.start_soon(one, index, spec)
+                async with limiter:
+                    outcome = await with_retries(attempt, self.retries)
+                outcomes[index] = outcome
+                if progress is not None:
+                    progress(outcome)
+
+            async with trio.open_nursery() as nursery:
+                for index, spec in enumerate(specs):
+                    nursery.start_soon(one, index, spec)
         return [o for o in outcomes if o is not None]
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "run_timeout_s": self.run_timeout}
+        return {"kind": self.kind, "run_timeout_s": self.run_timeout, "warm": self.used_warm}
 
 
 def executor_run(execute: Executor, scenario: str) -> Any:

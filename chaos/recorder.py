@@ -26,6 +26,16 @@ class Recorder:
         self.writer = writer
         self.events: list[dict[str, Any]] = []
         self._t0 = trio.current_time()
+        self._changed = trio.Event()
+
+    @property
+    def count(self) -> int:
+        """How many events were recorded so far."""
+        return len(self.events)
+
+    async def wait_changed(self) -> None:
+        """Until the next event is recorded (settle detection, ``chaos.settle``)."""
+        await self._changed.wait()
 
     def now_ns(self) -> int:
         return int((trio.current_time() - self._t0) * 1e9)
@@ -50,6 +60,8 @@ class Recorder:
         event.update(extra)
         stored = self.writer.write_event(event)
         self.events.append(stored)
+        self._changed.set()
+        self._changed = trio.Event()
         return stored
 
     def log_line(self, service: str, stream: str, line: str) -> None:

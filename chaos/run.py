@@ -19,10 +19,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from chaos import settle
 from chaos._signals import received, stop_outcome
 from chaos.context import ExternalServices, RunContext
 from chaos.errors import (
@@ -32,7 +33,6 @@ from chaos.errors import (
     EXIT_VIOLATED,
     ChaosError,
     ConfigError,
-    ServiceError,
 )
 from chaos.nemesis import Nemesis
 from chaos.recorder import Recorder
@@ -48,6 +48,9 @@ from faults.schedule import generate
 from invariants import History, Invariant, Verdict, run_checkers
 from invariants.history import HARNESS
 from replay.trace import TraceWriter, build_header
+
+if TYPE_CHECKING:
+    from chaos.warm import WarmServices
 
 #: Called with a short line of what a run (or an engine) is doing now.
 Progress = Callable[[str], None]
@@ -69,6 +72,9 @@ class RunOptions:
     settle_timeout_s: float | None = None
     #: A program run in place of the scenario's task service (``chaos grade``).
     candidate: Candidate | None = None
+    #: A warm worker's PostgreSQL and nats-server (``chaos.warm``): the run gets a fresh
+    #: database and stream on them instead of starting its own.
+    warm: WarmServices | None = None
 
 
 @dataclass
@@ -263,6 +269,8 @@ async def _run(
             open_proxy_server(seed=derive_seed(options.seed, "proxy"), dial_timeout=2.0) as proxies,
             AsyncExitStack() as stack,
         ):
+            if options.warm is not None:
+                await stack.enter_async_context(options.warm.lease(recorder))
             ctx = RunContext(
                 scenario=scenario,
                 seed=options.seed,
@@ -273,6 +281,7 @@ async def _run(
                 recorder=recorder,
                 externals=ExternalServices(options.postgres_dsn, options.nats_url),
                 candidate=options.candidate,
+                warm=options.warm,
             )
             proxies.add_observer(recorder.proxy_event)
             proxies.add_observer(ctx.on_proxy_event)
@@ -327,17 +336,11 @@ async def _run(
 
 
 async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
-    """Poll ``scenario.settled`` until it holds twice in a row, or ``limit_s`` passes."""
-    streak = 0
-    with trio.move_on_after(limit_s):
-        while streak < 2:
-            try:
-                streak = streak + 1 if await scenario.settled(ctx) else 0
-            except (OSError, ServiceError):
-                streak = 0
-            await trio.sleep(0.2)
-        return True
-    return False
+    """Until ``scenario.settled`` holds twice with nothing recorded in between (driven by the
+    run's events, see ``chaos.settle``), or ``limit_s`` passes."""
+    if settle.polling():
+        return await settle.poll_settled(lambda: scenario.settled(ctx), limit_s)
+    return await settle.wait_settled(lambda: scenario.settled(ctx), ctx.recorder, limit_s)
 
 
 __all__ = [

@@ -195,6 +195,11 @@ class Scenario(ABC):
     #: How ``ctx.start_service`` restarts a service under test that exits on its own
     #: (``RestartPolicy.never()``: leave it dead); a service may override it.
     restart: ClassVar[RestartPolicy] = RestartPolicy()
+    #: Whether a warm worker (``chaos.warm``) may give runs a fresh database on its kept
+    #: PostgreSQL and a fresh stream on its kept nats-server instead of starting both. Only
+    #: for scenarios whose state is all in tables of one database and in JetStream streams
+    #: (not roles or other cluster-wide objects), and that never fault those two servers.
+    warm_services: ClassVar[bool] = False
 
     path: Path = BUILTIN_ROOT
 

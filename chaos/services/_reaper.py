@@ -42,10 +42,17 @@ def become_subreaper() -> bool:
 
 def read_entry(pid: int) -> ProcEntry | None:
     """Parse /proc/<pid>/stat, or None if the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+    try:  # os.open/os.read: no buffered file object (family() reads every process's)
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
+        return None
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not stat:
         return None
     fields = stat[stat.rfind(b")") + 2 :].split()
     return ProcEntry(pid, int(fields[1]), int(fields[2]), fields[0].decode(), int(fields[19]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import platform
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -26,8 +27,10 @@ PINNED_DISTRIBUTIONS = (
 )
 
 
+@functools.cache
 def distribution_version(name: str) -> str | None:
-    """The installed version of distribution ``name``, or None when it is not installed."""
+    """The installed version of distribution ``name``, or None when it is not installed
+    (looked up once per process: a warm worker writes many headers)."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

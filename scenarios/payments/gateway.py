@@ -5,7 +5,8 @@ unless the idempotency key was seen before: then it answers with the earlier cha
 charges nothing. ``GET /charges`` lists every charge executed. Each executed charge is also
 appended to the journal file, so the record survives the process.
 
-Usage: python -m scenarios.payments.gateway PORT JOURNAL
+Usage: python -m scenarios.payments.gateway PORT JOURNAL [PORT_FILE]   (PORT 0: any free
+port, written to PORT_FILE before the ready line)
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ def main() -> None:
     port, journal = int(sys.argv[1]), Path(sys.argv[2])
     server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(Ledger(journal)))
     server.daemon_threads = True
+    port = server.server_address[1]  # the kernel's pick for port 0: no race for a free port
+    if len(sys.argv) > 3:  # PORT_FILE: where the harness reads the port
+        tmp = Path(sys.argv[3] + ".tmp")
+        tmp.write_text(str(port), encoding="utf-8")
+        tmp.replace(sys.argv[3])
     print(f"gateway listening on 127.0.0.1:{port}", flush=True)
     server.serve_forever()
 

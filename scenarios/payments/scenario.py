@@ -25,7 +25,7 @@ import trio
 import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext, Subject
 from chaos.scenario import Budgets, Scenario, Signal, TaskSpec, variant_descriptions
-from chaos.services import PostgresRole, PostgresService, create_role, drop_role, free_port
+from chaos.services import PostgresRole, PostgresService, create_role, drop_role
 from invariants.history import HARNESS
 
 HERE = Path(__file__).resolve().parent
@@ -155,6 +155,7 @@ class Payments(Scenario):
         )
     }
     settle_timeout_s = 30.0
+    warm_services = True  # all its state: tables of one database, one stream
     task = TaskSpec(
         service="consumer",
         summary="the payments consumer: charge every order exactly once, however often the "
@@ -179,21 +180,24 @@ class Payments(Scenario):
         ]
 
     async def setup(self, ctx: RunContext) -> None:
-        gateway_port = free_port()
+        port_file = ctx.run_dir / "gateway.port"
         gateway = await ctx.start_service(  # starts while Postgres and NATS come up
             "gateway",
             [
                 ctx.python(),
                 "-m",
                 "scenarios.payments.gateway",
-                str(gateway_port),
+                "0",  # the gateway binds a port of the kernel's choosing: no race for it
                 str(ctx.run_dir / "gateway.jsonl"),
+                str(port_file),
             ],
             ready_line="gateway listening",
             wait=False,
         )
         pg = await ctx.postgres()
         nats = await ctx.nats()
+        await ctx.ready(gateway)
+        gateway_port = int(port_file.read_text(encoding="utf-8"))
         names = await self._isolate(ctx, pg.dsn, nats.url)
         role = await self._role(ctx, pg)
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
@@ -222,7 +226,7 @@ class Payments(Scenario):
             ready_line="consumer ready",
             wait=False,
         )
-        await ctx.ready(gateway, consumer)
+        await ctx.ready(consumer)
 
     async def _role(self, ctx: RunContext, pg: PostgresService) -> PostgresRole:
         """The consumer's own role: it may connect and create (and so own) tables in the

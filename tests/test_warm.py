@@ -1,0 +1,205 @@
+"""Warm workers (chaos.warm): runs share a PostgreSQL cluster and a nats-server, never state."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import nats
+import psutil
+import psycopg
+import pytest
+import trio
+
+from chaos.errors import ServiceError
+from chaos.services import default_run_parent, open_run_dir
+from chaos.warm import WarmServices, open_warm_pool, open_warm_services
+
+
+@pytest.fixture
+def run_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="chaos-warm-runs-", dir=default_run_parent()))
+    root.chmod(0o755)
+    registry = Path(tempfile.mkdtemp(prefix="chaos-warm-reg-"))
+    monkeypatch.setenv("CHAOS_RUN_DIR", str(root))
+    monkeypatch.setenv("CHAOS_REGISTRY_DIR", str(registry))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(registry, ignore_errors=True)
+
+
+class _Run:
+    """What WarmServices needs of a run's context: its exit stack."""
+
+    def __init__(self, stack: AsyncExitStack) -> None:
+        self.stack = stack
+
+
+def _sql(dsn: str, sql: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(sql.encode())
+        return list(cur.fetchall()) if cur.description else []
+
+
+async def _a_run_leaving_everything(
+    warm: WarmServices, stack: AsyncExitStack, outer: AsyncExitStack
+) -> None:
+    """Tables, rows, an open database connection, a stream with messages and a durable
+    consumer with unacked deliveries: everything a run could leave behind."""
+    pg = await warm.postgres(_Run(stack))  # type: ignore[arg-type]
+    nats_service = await warm.nats_for(_Run(stack))  # type: ignore[arg-type]
+    await trio.to_thread.run_sync(
+        _sql, pg.dsn, "CREATE TABLE charges (order_id text); INSERT INTO charges VALUES ('o-1')"
+    )
+    held = await trio.to_thread.run_sync(lambda: psycopg.connect(pg.dsn, autocommit=True))
+    outer.callback(held.close)  # still open when the run's database is dropped
+
+    def use_nats() -> None:
+        import asyncio
+
+        async def go() -> None:
+            nc = await nats.connect(nats_service.url)
+            js = nc.jetstream()
+            await js.add_stream(name="ORDERS", subjects=["orders.new"])
+            await js.publish("orders.new", b"o-1")
+            await js.publish("orders.new", b"o-2")
+            sub = await js.pull_subscribe("orders.new", "charger")
+            await sub.fetch(1, timeout=2)  # delivered, never acked
+            await nc.close()
+
+        asyncio.run(go())
+
+    await trio.to_thread.run_sync(use_nats)
+    found = await warm.leftovers()
+    assert found.databases == [pg.database]
+    assert found.pg_connections >= 1
+    assert (found.streams, found.consumers, found.messages) == (1, 1, 2)
+
+
+@pytest.mark.slow
+async def test_nothing_of_one_run_is_visible_to_the_next(run_root: Path) -> None:
+    with open_run_dir(prefix="chaos-warm-") as run_dir:
+        async with open_warm_services(run_dir) as warm:
+            async with AsyncExitStack() as outer:
+                async with AsyncExitStack() as stack:
+                    await _a_run_leaving_everything(warm, stack, outer)
+                await warm.check_clean(timeout_s=10)
+                assert not await warm.leftovers()
+            async with AsyncExitStack() as stack:
+                pg = await warm.postgres(_Run(stack))  # type: ignore[arg-type]
+                tables = await trio.to_thread.run_sync(
+                    _sql,
+                    pg.dsn,
+                    "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
+                )
+                assert tables == [(0,)]
+                activity = await trio.to_thread.run_sync(
+                    _sql,
+                    pg.dsn,
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = 'run_1'",
+                )
+                assert activity == [(0,)]
+                assert pg.database == "run_2"
+
+
+@pytest.mark.slow
+async def test_a_leftover_stops_the_worker(run_root: Path) -> None:
+    with open_run_dir(prefix="chaos-warm-") as run_dir:
+        async with open_warm_services(run_dir) as warm:
+
+            def stray_stream() -> None:
+                import asyncio
+
+                async def go() -> None:
+                    nc = await nats.connect(warm.nats.url)
+                    await nc.jetstream().add_stream(name="STRAY", subjects=["stray"])
+                    await nc.close()
+
+                asyncio.run(go())
+
+            await trio.to_thread.run_sync(stray_stream)
+            with pytest.raises(ServiceError, match=r"earlier run's streams=1"):
+                await warm.check_clean(timeout_s=0.5)
+
+
+@pytest.mark.slow
+async def test_a_pool_runs_payments_seeds_on_warm_services(tmp_path: Path, run_root: Path) -> None:
+    async with open_warm_pool(1) as pool:
+        bad = await pool.run({"scenario": "no-such-scenario", "seed": 1})
+        assert (bad["exit_code"], bad["verdict"]) == (2, None)
+        assert "unknown scenario" in bad["error"]
+        malformed = await pool.run({"scenario": "payments"})
+        assert malformed["exit_code"] == 2
+        assert "bad request" in malformed["error"]
+        answers = [
+            await pool.run({"scenario": "payments", "seed": s, "out": str(tmp_path / f"{s}.t")})
+            for s in (0, 1)
+        ]
+    for answer in answers:
+        assert answer["exit_code"] == 0, answer
+        assert answer["verdict"]["held"] is True
+    assert pool.started == 1  # one worker: failed requests do not end it
+    assert os.listdir(run_root) == []
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_worker_leaves_nothing_once_gc_ran(tmp_path: Path, run_root: Path) -> None:
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "chaos.warm"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert worker.stdin is not None
+        assert worker.stdout is not None
+        request = {"scenario": "payments", "seed": 3, "out": str(tmp_path / "3.trace")}
+        worker.stdin.write(json.dumps(request).encode() + b"\n")
+        worker.stdin.flush()
+        answer = json.loads(worker.stdout.readline())
+        assert answer["exit_code"] == 0, answer
+        servers = [p for p in psutil.Process(worker.pid).children() if _is_server(p)]
+        assert {_name(p) for p in servers} == {"postgres", "nats-server"}
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+        psutil.wait_procs(servers, timeout=10)
+        assert [d.name[: len("chaos-warm-")] for d in run_root.iterdir()] == ["chaos-warm-"]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        for pipe in (worker.stdin, worker.stdout):
+            if pipe is not None:
+                pipe.close()
+    gc = subprocess.run(
+        [sys.executable, "-m", "chaos", "gc", "--json"], capture_output=True, text=True, timeout=60
+    )
+    assert gc.returncode == 0, gc.stderr
+    report = json.loads(gc.stdout)
+    assert len(report["reaped"]) == 1
+    assert list(run_root.iterdir()) == []
+    assert list(Path(os.environ["CHAOS_REGISTRY_DIR"]).glob("*.run")) == []
+    assert not [p for p in servers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return Path(process.cmdline()[0]).name
+    except (psutil.Error, IndexError):
+        return ""
+
+
+def _is_server(process: psutil.Process) -> bool:
+    return _name(process) in {"postgres", "nats-server"}
