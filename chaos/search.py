@@ -41,13 +41,13 @@ from typing import Any
 
 from chaos import _signals
 from chaos.errors import EXIT_HELD, EXIT_VIOLATED, ConfigError, TraceError
-from chaos.rng import SEED_MAX, check_seed, derive_seed
+from chaos.rng import SEED_MAX, check_seed, derive_rng, derive_seed
 from chaos.run import Progress, RunOptions, result_json, run_scenario
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
-from faults._draw import assemble
+from faults._draw import assemble, draw_event
 from faults.model import FaultEvent, FaultSchedule
-from faults.schedule import generate
+from faults.schedule import RngDraw
 from faults.shrink import knobs
 from faults.space import FaultSpace
 from faults.triggers import AtTime, OnConnection, OnMessage
@@ -208,15 +208,25 @@ class _Coverage:
         return key is None or key[2] < self.silent.get(key[:2], key[2] + 1)
 
 
+def _full_draw(space: FaultSpace, seed: int) -> list[FaultEvent]:
+    """``max_events`` events drawn as ``generate(space, seed)`` draws its own (whose events are
+    the first ones of these): a run tries as many faults at once as the space allows, and
+    shrinking removes those the violation does not need."""
+    return [
+        draw_event(space, RngDraw(derive_rng(seed, "schedule", "event", i)))
+        for i in range(space.max_events)
+    ]
+
+
 def _find(space: FaultSpace, runner: _Runner, seed: int, max_examples: int) -> FaultSchedule | None:
     """Draw schedules until one violates or ``max_examples`` runs were spent."""
     coverage = _Coverage()
     for i in range(max_examples * _SKIPS_PER_EXAMPLE):
         if len(runner.results) >= max_examples:
             return None
-        drawn = generate(space, derive_seed(seed, "search", i) % (SEED_MAX + 1))
-        live = [event for event in drawn.events if coverage.fires(event)]
-        if len(live) < max(space.min_events, 1 if drawn.events else 0):
+        drawn = _full_draw(space, derive_seed(seed, "search", i) % (SEED_MAX + 1))
+        live = [event for event in drawn if coverage.fires(event)]
+        if len(live) < max(space.min_events, 1 if drawn else 0):
             continue  # every fault of it is known not to fire: it would run as a no-fault run
         schedule = assemble(space, seed, live)
         if schedule.to_msgpack() in runner.results:
