@@ -2,7 +2,7 @@
 
 ::
 
-    generate(space, seed_i) ─► drop faults known not to fire ─► run ─► verdicts (+ which fired)
+    draw(space, seed_i) ─► leave out faults known not to fire ─► run ─► verdicts (+ which fired)
           ▲ i += 1                                                         │
           └──────────────── held ◄─────────────────────────────────────────┤ violated
                                                                            ▼
@@ -14,12 +14,13 @@
 without services. Every distinct schedule runs once (results are memoised by the schedule's
 canonical bytes). A run that raises (a harness error) stops the search and is re-raised.
 
-Finding draws as ``chaos run`` does (``generate``, template weights, uniform counts and ranges),
-from schedule seeds derived from the search seed. Hypothesis's generator was measured against
-this and lost: it draws small values first (short pauses, clock offsets near zero, the first
-messages), which is what a unit test wants and a fault rarely needs (docs/search.md). The one
-signal fed back is coverage: a trigger that did not fire at its ``n``-th connection or message
-will not fire later in the count either, so such faults are dropped from later draws.
+Finding draws as ``chaos run`` does (``generate``: template weights, uniform counts and
+ranges), always ``max_events`` faults per run, from schedule seeds derived from the search
+seed. Hypothesis's generator was measured against this and lost: it draws small values first
+(short pauses, clock offsets near zero, the first messages), which is what a unit test wants
+and a fault rarely needs (docs/search.md). The one signal fed back is coverage: a trigger that
+did not fire at its ``n``-th connection or message will not fire later in the count either,
+so such faults are left out of later draws.
 
 Shrinking spends its budget where it pays most: whole events first (each removal re-runs the
 schedule without one event; repeated until no event can go, so every event left is needed),
