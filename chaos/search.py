@@ -427,9 +427,9 @@ def resume_schedule(
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ConfigError(f"--resume {trace}: cannot read the trace: {reason}") from None
     header = recorded.header
-    if (header.get("scenario"), header.get("variant")) != (scenario.id, variant):
+    if (header.get("scenario_id"), header.get("variant")) != (scenario.id, variant):
         raise ConfigError(
-            f"--resume {trace}: a trace of {header.get('scenario')} variant "
+            f"--resume {trace}: a trace of {header.get('scenario_id')} variant "
             f"{header.get('variant')}, not of {scenario.id} variant {variant}"
         )
     if recorded.schedule is None:

@@ -4,17 +4,20 @@ events then values, the shrink budget and resuming (no services: the runs are fa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 
+from chaos.errors import ConfigError
 from chaos.scenario import load_scenario
-from chaos.search import Outcome, search_schedules
+from chaos.search import Outcome, resume_schedule, search_schedules, search_space
 from faults._draw import assemble
 from faults.model import AtTime, FaultEvent, FaultSchedule, OnConnection
 from faults.schedule import generate
 from faults.shrink import knobs, template_for
 from faults.space import FaultSpace
 from invariants import Verdict
+from replay.trace import build_header, open_trace_writer
 from tests.faults.space_samples import check_inside, fits
 
 PAYMENTS = load_scenario("payments").fault_space("golden")
@@ -194,3 +197,47 @@ def test_an_event_from_another_space_has_no_template_and_no_knobs() -> None:
     event = generate(LEASES, 0).events[0]
     assert template_for(PAYMENTS, event) is None
     assert knobs(PAYMENTS, event) == []
+
+
+def saved_trace(path: Path, variant: str, schedule: FaultSchedule) -> Path:
+    header = build_header("payments", "0" * 64, variant, schedule.seed)
+    with open_trace_writer(path, header) as writer:
+        writer.write_schedule(schedule.to_dict())
+    return path
+
+
+def test_resume_reads_the_schedule_a_search_saved(tmp_path: Path) -> None:
+    scenario = load_scenario("payments")
+    schedule = full_schedule(PAYMENTS, ["redeliver", "latency"], seed=17)
+    trace = saved_trace(tmp_path / "found.trace", "no-idempotency", schedule)
+    space = search_space(scenario, "no-idempotency", "golden")
+    assert resume_schedule(scenario, "no-idempotency", trace, space) == schedule
+
+
+@pytest.mark.parametrize(
+    ("variant", "space", "message"),
+    [
+        (
+            "golden",
+            "golden",
+            r"a trace of payments variant no-idempotency, not of payments variant golden$",
+        ),
+        ("no-idempotency", "variant", r"drawn from another fault space \(pass the --space"),
+    ],
+)
+def test_resume_refuses_a_trace_of_another_search(
+    tmp_path: Path, variant: str, space: str, message: str
+) -> None:
+    scenario = load_scenario("payments")
+    schedule = full_schedule(PAYMENTS, ["redeliver"])
+    trace = saved_trace(tmp_path / "found.trace", "no-idempotency", schedule)
+    with pytest.raises(ConfigError, match=message):
+        resume_schedule(scenario, variant, trace, search_space(scenario, variant, space))
+    (tmp_path / "bad.trace").write_bytes(b"not a trace")
+    with pytest.raises(ConfigError, match=r"^--resume .*bad.trace: cannot read the trace"):
+        resume_schedule(scenario, variant, tmp_path / "bad.trace", PAYMENTS)
+
+
+def test_an_unknown_space_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^--space must be one of variant, golden, got 'x'$"):
+        search_space(load_scenario("payments"), "golden", "x")
