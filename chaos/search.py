@@ -147,30 +147,33 @@ class _Runner:
     progress: Progress
     results: dict[bytes, Outcome] = field(default_factory=dict)
     found_at: int | None = None
+    runs: int = 0
 
     @property
     def shrink_runs(self) -> int:
-        return 0 if self.found_at is None else len(self.results) - self.found_at
+        return 0 if self.found_at is None else self.runs - self.found_at
 
-    def outcome(self, schedule: FaultSchedule) -> Outcome:
+    def outcome(self, schedule: FaultSchedule, *, fresh: bool = False) -> Outcome:
+        """The schedule's outcome: remembered, or run now (``fresh``: run it again anyway)."""
         key = schedule.to_msgpack()
         known = self.results.get(key)
-        if known is not None:
+        if known is not None and not fresh:
             return known
         if self.found_at is not None and self.shrink_runs >= self.max_shrinks:
             raise _BudgetSpent
-        number = len(self.results) + 1
+        self.runs += 1
         phase = "searching" if self.found_at is None else "shrinking"
-        self.progress(f"run {number} ({phase}, {len(schedule.events)} faults)")
+        self.progress(f"run {self.runs} ({phase}, {len(schedule.events)} faults)")
         try:
             raw = self.run(schedule)
         except Exception as exc:
-            exc.add_note(f"chaos search stopped at run {number}")
+            exc.add_note(f"chaos search stopped at run {self.runs}")
             raise
         outcome = raw if isinstance(raw, Outcome) else Outcome(tuple(raw))
-        self.results[key] = outcome
+        if known is None or self.violates(outcome):  # a violation is the witness to keep
+            self.results[key] = outcome
         if self.found_at is None and self.violates(outcome):
-            self.found_at = len(self.results)
+            self.found_at = self.runs
         return outcome
 
     def violates(self, outcome: Outcome) -> bool:
@@ -223,7 +226,7 @@ def _find(space: FaultSpace, runner: _Runner, seed: int, max_examples: int) -> F
     """Draw schedules until one violates or ``max_examples`` runs were spent."""
     coverage = _Coverage()
     for i in range(max_examples * _SKIPS_PER_EXAMPLE):
-        if len(runner.results) >= max_examples:
+        if runner.runs >= max_examples:
             return None
         drawn = _full_draw(space, derive_seed(seed, "search", i) % (SEED_MAX + 1))
         live = [event for event in drawn if coverage.fires(event)]
@@ -252,12 +255,12 @@ class _Shrinker:
     def __init__(self, space: FaultSpace, runner: _Runner, schedule: FaultSchedule) -> None:
         self.space, self.runner, self.current = space, runner, schedule
 
-    def _try(self, events: Sequence[FaultEvent]) -> bool:
+    def _try(self, events: Sequence[FaultEvent], *, fresh: bool = False) -> bool:
         """Whether the schedule of ``events`` violates; keep it as the current one if so."""
         candidate = assemble(self.space, self.current.seed, events)
         if candidate.to_msgpack() == self.current.to_msgpack():
             return True
-        if self.runner.violates(self.runner.outcome(candidate)):
+        if self.runner.violates(self.runner.outcome(candidate, fresh=fresh)):
             self.current = candidate
             return True
         return False
@@ -282,16 +285,26 @@ class _Shrinker:
             self._try(fired)
 
     def _remove_events(self) -> None:
-        """Remove one event at a time, last first, until no event can go."""
-        changed = True
-        while changed:
-            changed = False
-            for index in reversed(range(len(self.current.events))):
-                events = list(self.current.events)
-                if index >= len(events) or len(events) <= self.space.min_events:
-                    continue
-                if self._try(events[:index] + events[index + 1 :]):
-                    changed = True
+        """Remove one event at a time, last first, until no event can go; then, as a real run
+        is not always the same twice, give each event still left (of two or more) one more
+        try without it, and go on removing if one goes."""
+        self._removal_passes(fresh=False)
+        if len(self.current.events) > 1 and self._removal_pass(fresh=True):
+            self._removal_passes(fresh=False)
+
+    def _removal_passes(self, *, fresh: bool) -> None:
+        while self._removal_pass(fresh=fresh):
+            fresh = False
+
+    def _removal_pass(self, *, fresh: bool) -> bool:
+        changed = False
+        for index in reversed(range(len(self.current.events))):
+            events = list(self.current.events)
+            if index >= len(events) or len(events) <= self.space.min_events:
+                continue
+            if self._try(events[:index] + events[index + 1 :], fresh=fresh):
+                changed = True
+        return changed
 
     def _lower_values(self) -> None:
         """Each value of each event toward the low end of its range: the low end, else bisect."""
@@ -349,14 +362,14 @@ def search_schedules(
     else:
         found = start if runner.violates(runner.outcome(start)) else None
     if found is None:
-        return SearchResult(False, len(runner.results), 0)
-    runs_to_find = 0 if start is not None else len(runner.results)
+        return SearchResult(False, runner.runs, 0)
+    runs_to_find = 0 if start is not None else runner.runs
     shrinker = _Shrinker(space, runner, found)
     complete = shrinker.run()
     minimal = shrinker.current
     return SearchResult(
         True,
-        len(runner.results),
+        runner.runs,
         runner.shrink_runs,
         minimal,
         runner.results[minimal.to_msgpack()].verdicts,

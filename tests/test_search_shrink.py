@@ -241,3 +241,30 @@ def test_resume_refuses_a_trace_of_another_search(
 def test_an_unknown_space_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^--space must be one of variant, golden, got 'x'$"):
         search_space(load_scenario("payments"), "golden", "x")
+
+
+def test_an_event_that_seemed_needed_once_gets_one_more_try_without_it() -> None:
+    start = full_schedule(PAYMENTS, ["latency", "redeliver"])
+    seen: set[bytes] = set()
+
+    def flaky(s: FaultSchedule) -> bool:
+        """Needs a redelivery; without the latency, holds the first time it runs."""
+        first = s.to_msgpack() not in seen
+        seen.add(s.to_msgpack())
+        return has("redeliver", s) and not (first and not has("latency", s))
+
+    run = Fake(flaky)
+    result = search_schedules(PAYMENTS, run, start=start, max_shrinks=100)
+    assert result.schedule is not None
+    assert [e.kind for e in result.schedule.events] == ["redeliver"]
+    without_latency = [s for s in run.calls if [e.kind for e in s.events] == ["redeliver"]]
+    assert len(without_latency) == 2  # held once, violated on its second try
+    assert result.tried == len(run.calls)
+
+
+def test_a_schedule_of_one_needed_event_gets_no_second_try() -> None:
+    start = full_schedule(PAYMENTS, ["latency", "redeliver"])
+    run = Fake(lambda s: has("redeliver", s))
+    search_schedules(PAYMENTS, run, start=start, max_shrinks=100)
+    keys = [s.to_msgpack() for s in run.calls]
+    assert len(keys) == len(set(keys))
