@@ -18,6 +18,7 @@ quoting them. Usage:
 
     python bench/search.py [--max-examples 12] [--max-shrinks 12] [--sweep-seeds 12]
                            [--packs payments,leases] [--variants no-fencing] [--seed 0]
+                           [--sweep-from 0]
 """
 
 from __future__ import annotations
@@ -132,12 +133,12 @@ def measure(
             needed += not violations(outcome.verdicts, invariant)
         row.needed = f"{needed}/{len(events)}"
     spent = 0.0
-    for seed in range(args.sweep_seeds):
+    for count, seed in enumerate(range(args.sweep_from, args.sweep_from + args.sweep_seeds), 1):
         schedule = generate(space, seed)
         outcome, seconds = one_run(scenario, variant, schedule, tmp / f"sweep-{seed}.trace")
         spent += seconds
         if violations(outcome.verdicts, invariant):
-            row.sweep_runs, row.sweep_s = seed + 1, spent
+            row.sweep_runs, row.sweep_s = count, spent
             break
     return row
 
@@ -180,7 +181,8 @@ def main() -> None:
     parser.add_argument("--max-examples", type=int, default=12)
     parser.add_argument("--max-shrinks", type=int, default=12)
     parser.add_argument("--sweep-seeds", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the search seed")
+    parser.add_argument("--sweep-from", type=int, default=0, help="the sweep's first seed")
     parser.add_argument("--packs", default="", help="comma-separated (default: every built-in)")
     parser.add_argument("--variants", default="", help="comma-separated (default: all)")
     parser.add_argument("--verbose", action="store_true")
@@ -203,7 +205,8 @@ def main() -> None:
     print(
         f"search vs seed sweep from each pack's golden space (search seed {args.seed}, "
         f"--max-examples {args.max_examples}, --max-shrinks {args.max_shrinks}, "
-        f"sweep seeds 0-{args.sweep_seeds - 1}); * = shrinking stopped at its budget"
+        f"sweep seeds {args.sweep_from}-{args.sweep_from + args.sweep_seeds - 1}); "
+        "* = shrinking stopped at its budget"
     )
     print(table(rows, args))
     print(
