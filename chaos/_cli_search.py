@@ -93,7 +93,8 @@ def print_search(
     out.print(f"trace: {escape(str(result.trace))}  (reproduce: chaos replay {result.trace})")
     if not result.shrink_complete:
         out.print(
-            f"[yellow]shrinking stopped at its budget[/] ({result.shrink_runs} runs): the "
+            f"[yellow]shrinking stopped at its budget[/] ({result.shrink_runs} run"
+            f"{'' if result.shrink_runs == 1 else 's'}): the "
             "schedule may not be minimal; continue with "
             + escape(
                 f"chaos search {scenario} --variant {variant} --space {space} "
