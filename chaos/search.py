@@ -49,7 +49,7 @@ from chaos.services import open_run_dir
 from faults._draw import assemble, draw_event
 from faults.model import FaultEvent, FaultSchedule
 from faults.schedule import RngDraw
-from faults.shrink import knobs
+from faults.shrink import Knob, knobs
 from faults.space import FaultSpace
 from faults.triggers import AtTime, OnConnection, OnMessage
 from invariants import Verdict
@@ -308,35 +308,51 @@ class _Shrinker:
 
     def _lower_values(self) -> None:
         """Each value of each event toward the low end of its range: the low end, else bisect."""
-        for index in range(len(self.current.events)):
-            names = [knob.name for knob in knobs(self.space, self.current.events[index])]
-            for name in names:
-                self._lower(index, name)
+        for event in list(self.current.events):
+            for name in [knob.name for knob in knobs(self.space, event)]:
+                event = self._lower(event, name)
 
-    def _lower(self, index: int, name: str) -> None:
-        def knob_now() -> Any:
-            return next(
-                (k for k in knobs(self.space, self.current.events[index]) if k.name == name), None
-            )
+    def _index_of(self, event: FaultEvent) -> int | None:
+        """Where ``event`` is in the current schedule (a change can reorder and renumber it)."""
+        same = event.model_copy(update={"id": "f0"})
+        for index, other in enumerate(self.current.events):
+            if other.model_copy(update={"id": "f0"}) == same:
+                return index
+        return None
 
-        def try_value(value: int | float | str) -> bool:
-            knob = knob_now()
+    def _lower(self, event: FaultEvent, name: str) -> FaultEvent:
+        """Lower one value of ``event``; returns the event as the current schedule has it."""
+
+        def knob_of(now: FaultEvent) -> Knob | None:
+            return next((k for k in knobs(self.space, now) if k.name == name), None)
+
+        def attempt(now: FaultEvent, value: int | float | str) -> FaultEvent | None:
+            index, knob = self._index_of(now), knob_of(now)
+            if index is None or knob is None:
+                return None
             events = list(self.current.events)
             events[index] = knob.set(value)
-            return self._try(events)
+            return events[index] if self._try(events) else None
 
-        knob = knob_now()
-        if knob is None or try_value(knob.lo) or not knob.numeric:
-            return
+        knob = knob_of(event)
+        if knob is None:
+            return event
+        lowest = attempt(event, knob.lo)
+        if lowest is not None or not knob.numeric:
+            return lowest or event
         good, bad = knob.value, knob.lo
+        if isinstance(good, str) or isinstance(bad, str):
+            return event
         for _ in range(_BISECT_STEPS):
             middle = _simpler(good, bad)
             if middle in (good, bad):
-                return
-            if try_value(middle):
-                good = middle
-            else:
+                break
+            lowered = attempt(event, middle)
+            if lowered is None:
                 bad = middle
+            else:
+                event, good = lowered, middle
+        return event
 
 
 def search_schedules(

@@ -268,3 +268,34 @@ def test_a_schedule_of_one_needed_event_gets_no_second_try() -> None:
     search_schedules(PAYMENTS, run, start=start, max_shrinks=100)
     keys = [s.to_msgpack() for s in run.calls]
     assert len(keys) == len(set(keys))
+
+
+def test_lowering_a_value_that_reorders_the_events_lowers_the_right_event() -> None:
+    pause = next(
+        e for s in range(10_000) for e in generate(LEASES, s).events
+        if e.kind == "pause" and isinstance(e.trigger, AtTime)
+    )  # fmt: skip
+    latency = next(
+        e for s in range(10_000) for e in generate(LEASES, s).events if e.kind == "latency"
+    )
+    pause = pause.model_copy(update={"duration_s": 4.5, "trigger": AtTime(offset_s=5.0)})
+    latency = latency.model_copy(update={"trigger": AtTime(offset_s=1.0), "duration_s": 4.0})
+    start = assemble(LEASES, 0, [pause, latency])
+    assert [e.kind for e in start.events] == ["latency", "pause"]
+
+    def violates(s: FaultSchedule) -> bool:
+        long_pause = any(e.kind == "pause" and (e.duration_s or 0) >= 3.0 for e in s.events)
+        return long_pause and any(
+            e.kind == "latency" and (e.duration_s or 0) >= 3.8 for e in s.events
+        )  # the pause ends up shorter than the latency: lowering it reorders the events
+
+    run = Fake(violates)
+    result = search_schedules(LEASES, run, start=start, max_shrinks=200)
+    for schedule in run.calls:
+        check_inside(LEASES, schedule)
+    assert result.schedule is not None
+    by_kind = {e.kind.value: e for e in result.schedule.events}
+    assert by_kind["pause"].trigger == AtTime(offset_s=0.0)
+    assert 3.0 <= (by_kind["pause"].duration_s or 0) <= 3.3
+    assert by_kind["latency"].trigger == AtTime(offset_s=0.0)
+    assert 3.8 <= (by_kind["latency"].duration_s or 0) <= 4.0
