@@ -99,7 +99,7 @@ def test_a_real_search_finds_exactly_once_and_its_trace_replays(tmp_path: Path) 
     assert (found["scenario"], found["variant"], found["trace"]) == (
         "payments", "no-idempotency", str(trace),
     )  # fmt: skip
-    assert 1 <= found["tried"] <= 5 + 25
+    assert 1 <= found["tried"] <= 5 + chaos.search.DEFAULT_MAX_SHRINKS
     assert found["schedule"], "a violation needs at least one fault"
     violated = [v["name"] for v in found["verdicts"] if v["valid"] is False]
     assert "exactly_once" in violated
