@@ -15,12 +15,12 @@ without services. Every distinct schedule runs once (results are memoised by the
 canonical bytes). A run that raises (a harness error) stops the search and is re-raised.
 
 Finding draws as ``chaos run`` does (``generate``: template weights, uniform counts and
-ranges), always ``max_events`` faults per run, from schedule seeds derived from the search
-seed. Hypothesis's generator was measured against this and lost: it draws small values first
-(short pauses, clock offsets near zero, the first messages), which is what a unit test wants
-and a fault rarely needs (docs/search.md). The one signal fed back is coverage: a trigger that
-did not fire at its ``n``-th connection or message will not fire later in the count either,
-so such faults are left out of later draws.
+ranges), from schedule seeds derived from the search seed (``max_events`` faults in every run
+was tried and measured no better: docs/search.md). Hypothesis's generator was measured against
+this and lost: it draws small values first (short pauses, clock offsets near zero, the first
+messages), which is what a unit test wants and a fault rarely needs. The one signal fed back
+is coverage: a trigger that did not fire at its ``n``-th connection or message will not fire
+later in the count either, so such faults are left out of later draws.
 
 Shrinking spends its budget where it pays most: whole events first (each removal re-runs the
 schedule without one event; repeated until no event can go, so every event left is needed),
@@ -42,13 +42,13 @@ from typing import Any
 
 from chaos import _signals
 from chaos.errors import EXIT_HELD, EXIT_VIOLATED, ConfigError, TraceError
-from chaos.rng import SEED_MAX, check_seed, derive_rng, derive_seed
+from chaos.rng import SEED_MAX, check_seed, derive_seed
 from chaos.run import Progress, RunOptions, result_json, run_scenario
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
-from faults._draw import assemble, draw_event
+from faults._draw import assemble
 from faults.model import FaultEvent, FaultSchedule
-from faults.schedule import RngDraw
+from faults.schedule import generate
 from faults.shrink import Knob, knobs
 from faults.space import FaultSpace
 from faults.triggers import AtTime, OnConnection, OnMessage
@@ -212,23 +212,13 @@ class _Coverage:
         return key is None or key[2] < self.silent.get(key[:2], key[2] + 1)
 
 
-def _full_draw(space: FaultSpace, seed: int) -> list[FaultEvent]:
-    """``max_events`` events drawn as ``generate(space, seed)`` draws its own (whose events are
-    the first ones of these): a run tries as many faults at once as the space allows, and
-    shrinking removes those the violation does not need."""
-    return [
-        draw_event(space, RngDraw(derive_rng(seed, "schedule", "event", i)))
-        for i in range(space.max_events)
-    ]
-
-
 def _find(space: FaultSpace, runner: _Runner, seed: int, max_examples: int) -> FaultSchedule | None:
     """Draw schedules until one violates or ``max_examples`` runs were spent."""
     coverage = _Coverage()
     for i in range(max_examples * _SKIPS_PER_EXAMPLE):
         if runner.runs >= max_examples:
             return None
-        drawn = _full_draw(space, derive_seed(seed, "search", i) % (SEED_MAX + 1))
+        drawn = generate(space, derive_seed(seed, "search", i) % (SEED_MAX + 1)).events
         live = [event for event in drawn if coverage.fires(event)]
         if len(live) < max(space.min_events, 1 if drawn else 0):
             continue  # every fault of it is known not to fire: it would run as a no-fault run

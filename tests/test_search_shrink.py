@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import ConfigError
+from chaos.rng import SEED_MAX, derive_seed
 from chaos.scenario import load_scenario
 from chaos.search import Outcome, resume_schedule, search_schedules, search_space
 from faults._draw import assemble
@@ -170,12 +171,14 @@ def test_counted_triggers_seen_silent_are_left_out_of_later_draws() -> None:
     assert lowest, "the fake never drew a silent trigger: the test proves nothing"
 
 
-def test_each_finding_run_carries_as_many_faults_as_the_space_allows() -> None:
+def test_finding_draws_as_chaos_run_does_from_seeds_of_the_search_seed() -> None:
     run = Fake(lambda _s: False)
     search_schedules(PAYMENTS, run, seed=2, max_examples=5)
-    assert [len(s.events) for s in run.calls] == [PAYMENTS.max_events] * 5
+    seeds = [derive_seed(2, "search", i) % (SEED_MAX + 1) for i in range(5)]
+    assert [s.events for s in run.calls] == [generate(PAYMENTS, s).events for s in seeds]
     for schedule in run.calls:
         check_inside(PAYMENTS, schedule)
+        assert schedule.seed == 2  # the run seed: the workload stays the same
 
 
 @pytest.mark.parametrize("space", [PAYMENTS, LEASES], ids=["payments", "leases"])
