@@ -12,7 +12,15 @@ from chaos._checks import check_out_file
 from chaos._cli_out import status_line, verdict_table
 from chaos.rng import check_seed
 from chaos.scenario import load_scenario
-from chaos.search import SearchResult, check_budget, default_search_trace, search_scenario
+from chaos.search import (
+    SearchResult,
+    check_budget,
+    check_space,
+    default_search_trace,
+    resume_schedule,
+    search_scenario,
+    search_space,
+)
 
 
 def search_command(
@@ -24,14 +32,21 @@ def search_command(
     seed: int,
     out: Path | None,
     as_json: bool,
+    space: str = "variant",
+    resume: Path | None = None,
 ) -> int:
     """Search; print the result (or one JSON object); return 1 found, 0 not found."""
     check_seed(seed)
     check_budget(max_examples, max_shrinks)
+    check_space(space)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
+    if resume is not None:  # read and checked here, before the status line starts
+        start = resume_schedule(loaded, variant, resume, search_space(loaded, variant, space))
+        seed = start.seed
     check_out_file(out or default_search_trace(loaded.id, variant), "--out", "trace")
-    with status_line(f"chaos search {loaded.id} --variant {variant} --seed {seed}") as progress:
+    title = f"chaos search {loaded.id} --variant {variant} --space {space} --seed {seed}"
+    with status_line(title) as progress:
         result = search_scenario(
             loaded,
             variant,
@@ -41,15 +56,19 @@ def search_command(
             max_shrinks=max_shrinks,
             out=out,
             progress=progress,
+            space=space,
+            resume=resume,
         )
     if as_json:
         print(json.dumps(result.to_json(loaded.id, variant), sort_keys=True, default=str))
     else:
-        print_search(result, loaded.id, variant, invariant)
+        print_search(result, loaded.id, variant, invariant, space)
     return result.exit_code
 
 
-def print_search(result: SearchResult, scenario: str, variant: str, invariant: str | None) -> None:
+def print_search(
+    result: SearchResult, scenario: str, variant: str, invariant: str | None, space: str = "variant"
+) -> None:
     out = Console(highlight=False, soft_wrap=True)
     target = f"invariant {invariant}" if invariant else "any invariant"
     head = f"[bold]{scenario}[/] variant [bold]{variant}[/]: {result.tried} schedule(s) tried"
@@ -72,3 +91,13 @@ def print_search(result: SearchResult, scenario: str, variant: str, invariant: s
         )
     out.print(verdict_table(result.verdicts))
     out.print(f"trace: {escape(str(result.trace))}  (reproduce: chaos replay {result.trace})")
+    if not result.shrink_complete:
+        out.print(
+            f"[yellow]shrinking stopped at its budget[/] ({result.shrink_runs} run"
+            f"{'' if result.shrink_runs == 1 else 's'}): the "
+            "schedule may not be minimal; continue with "
+            + escape(
+                f"chaos search {scenario} --variant {variant} --space {space} "
+                f"--resume {result.trace}"
+            )
+        )

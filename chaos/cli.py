@@ -362,19 +362,39 @@ def search(
         str | None, typer.Option(help="Only a violation of this invariant counts (default: any).")
     ] = None,
     max_examples: Annotated[int, typer.Option(help="Schedules to draw before giving up.")] = 20,
-    max_shrinks: Annotated[int, typer.Option(help="Extra runs allowed for shrinking.")] = 25,
+    max_shrinks: Annotated[int, typer.Option(help="Extra runs allowed for shrinking.")] = 40,
     seed: Annotated[int, typer.Option(help="Search and run seed: same seed, same search.")] = 0,
     out: Annotated[
         Path | None,
         typer.Option(help="Minimal find's trace (default traces/search-SCENARIO-VARIANT.trace)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON result object.")] = False,
+    space: Annotated[
+        str,
+        typer.Option(
+            help="Fault space: variant (its own table) or golden (the pack's neutral one)."
+        ),
+    ] = "variant",
+    resume: Annotated[
+        Path | None,
+        typer.Option(help="Keep shrinking the schedule of a trace an earlier search saved."),
+    ] = None,
 ) -> None:
     """Search for a violating fault schedule: exit 1 found, 0 none, 2 bad input, 3 error."""
     from chaos._cli_search import search_command
 
     _exit_with(
-        search_command, scenario, variant, invariant, max_examples, max_shrinks, seed, out, as_json
+        search_command,
+        scenario,
+        variant,
+        invariant,
+        max_examples,
+        max_shrinks,
+        seed,
+        out,
+        as_json,
+        space,
+        resume,
     )
 
 

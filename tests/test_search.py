@@ -174,6 +174,7 @@ def test_json_form() -> None:
     data = result.to_json("payments", "no-idempotency")
     assert set(data) == {
         "scenario", "variant", "found", "tried", "shrink_runs", "schedule", "verdicts", "trace",
+        "shrink_complete",
     }  # fmt: skip
     assert data["found"] is True
     assert result.schedule is not None

@@ -16,6 +16,7 @@ import chaos.search
 from chaos import cli
 from chaos.errors import ServiceError
 from chaos.run import RunOptions, RunResult
+from chaos.scenario import load_scenario
 from replay.trace import read_trace
 
 
@@ -47,6 +48,8 @@ def one_error_line(err: str) -> str:
         (["payments", "--max-shrinks", "501"], "--max-shrinks must be between 0 and 500"),
         (["payments", "--seed", "-1"], "seed must be between 0 and 2**63-1"),
         (["no-such-scenario"], "no-such-scenario"),
+        (["payments", "--space", "neutral"], "--space must be one of variant, golden"),
+        (["payments", "--resume", "/no/such.trace"], "--resume /no/such.trace: cannot read"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -106,7 +109,7 @@ def test_a_real_search_finds_exactly_once_and_its_trace_replays(tmp_path: Path) 
     assert (found["scenario"], found["variant"], found["trace"]) == (
         "payments", "no-idempotency", str(trace),
     )  # fmt: skip
-    assert 1 <= found["tried"] <= 5 + 25
+    assert 1 <= found["tried"] <= 5 + chaos.search.DEFAULT_MAX_SHRINKS
     assert found["schedule"]["events"], "a violation needs at least one fault"
     violated = [v["name"] for v in found["verdicts"] if v["valid"] is False]
     assert "exactly_once" in violated
@@ -120,3 +123,49 @@ def test_a_real_search_finds_exactly_once_and_its_trace_replays(tmp_path: Path) 
     replayed = chaos_cli("replay", str(trace), "--json")
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert json.loads(replayed.stdout)["matched"] == 1
+
+
+@pytest.mark.slow
+def test_search_finds_no_idempotency_from_the_golden_space_and_shrinks_it(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "golden.trace"
+
+    def chaos_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=900
+        )
+
+    done = chaos_cli(
+        "search", "payments", "--variant", "no-idempotency", "--space", "golden",
+        "--invariant", "exactly_once", "--json", "--out", str(trace),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    assert found["found"] is True
+    assert 1 <= len(found["schedule"]["events"]) <= 2
+    assert [v["name"] for v in found["verdicts"] if v["valid"] is False] == ["exactly_once"]
+    recorded = read_trace(trace)
+    assert recorded.schedule is not None
+    assert recorded.schedule == found["schedule"]
+    # drawn from the golden space, not the variant's own
+    golden = load_scenario("payments").fault_space("golden")
+    assert recorded.schedule["space_hash"] == golden.content_hash()
+
+    wrong = chaos_cli("search", "payments", "--resume", str(trace))  # golden, not the variant
+    assert wrong.returncode == 2
+    assert "a trace of payments variant no-idempotency" in wrong.stderr
+    unspaced = chaos_cli(
+        "search", "payments", "--variant", "no-idempotency", "--resume", str(trace)
+    )
+    assert unspaced.returncode == 2
+    assert "another fault space" in unspaced.stderr
+
+    resumed = chaos_cli(
+        "search", "payments", "--variant", "no-idempotency", "--space", "golden",
+        "--resume", str(trace), "--max-shrinks", "1", "--json", "--out", str(tmp_path / "r.trace"),
+    )  # fmt: skip
+    assert resumed.returncode == 1, resumed.stderr
+    again: dict[str, Any] = json.loads(resumed.stdout)
+    assert len(again["schedule"]["events"]) <= len(found["schedule"]["events"])
+    assert again["shrink_runs"] <= 1
