@@ -13,7 +13,7 @@ from chaos.context import RunContext
 from chaos.scenario import Signal
 from chaos.services.images import Image, python_image
 from invariants import Invariant, get
-from scenarios.payments.scenario import ACK_WAIT_S, Payments, _with_schema
+from scenarios.payments.scenario import ACK_WAIT_S, Payments
 
 PAYMENTS = Path(__file__).resolve().parent.parent / "payments"
 ROOT = PAYMENTS.parent.parent
@@ -74,6 +74,7 @@ class PaymentsDocker(Payments):
         pg = await ctx.postgres()
         nats = await ctx.nats()
         names = await self._isolate(ctx, pg.dsn, nats.url)
+        role = await self._role(ctx, pg)
         gateway_inside = f"127.0.0.1:{GATEWAY_PORT}"
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
         pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
@@ -99,9 +100,8 @@ class PaymentsDocker(Payments):
                 **names,
                 "VARIANT": ctx.variant,
                 "NATS_URL": f"nats://{nats_for_consumer}",
-                "PG_DSN": _with_schema(
-                    f"postgresql://{pg.user}@{pg_for_consumer}/{pg.database}", ctx.state["schema"]
-                ),
+                # its own role, as in payments (the harness keeps the superuser)
+                "PG_DSN": role.dsn(pg_for_consumer, pg.database, schema=ctx.state["schema"]),
                 "GATEWAY_URL": f"http://{gateway_for_consumer}",
                 "ACK_WAIT_S": str(ACK_WAIT_S),
             },
