@@ -110,8 +110,10 @@ def param_shapes(kind: FaultKind) -> ParamShapes:
         annotation = field.annotation
         if get_origin(annotation) is Literal:
             shapes[name] = tuple(str(choice) for choice in get_args(annotation))
-        elif annotation is int or annotation is float:
-            shapes[name] = annotation
+        elif annotation is int:
+            shapes[name] = int
+        elif annotation is float:
+            shapes[name] = float
         else:  # pragma: no cover - guarded by test_every_param_has_a_shape
             raise TypeError(f"{kind} parameter {name} has no drawable shape")
     return shapes
