@@ -99,10 +99,10 @@ def _candidate(
             f"(SHA-256 {sha[:12]} recorded, {program.sha256[:12]} now)"
         )
     kind = recorded.get("sandbox", "process")
-    if kind != "process":
+    if kind not in ("process", "docker"):
         raise ConfigError(
-            f"cannot replay: the graded run used the {kind} sandbox; replays run candidates "
-            "in the process sandbox only"
+            f"cannot replay: the graded run used a sandbox this harness does not know "
+            f"({kind!r}; it knows process and docker)"
         )
     limits = recorded.get("limits")
     isolation = recorded.get("isolation")
@@ -110,8 +110,9 @@ def _candidate(
         scenario,
         program,
         limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
-        isolation=isolation if isinstance(isolation, str) else None,
+        isolation=isolation if isinstance(isolation, str) and kind == "process" else None,
         hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
+        sandbox_kind=kind,  # the same sandbox as the graded run: docker re-runs it in one
     )
 
 
