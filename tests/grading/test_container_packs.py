@@ -131,8 +131,9 @@ def pack(
     make_sandbox("docker", None, scenario.task.libraries).check()  # builds the image once
     tmp = tmp_path_factory.mktemp(f"docker-{name}")
     private = Path(tempfile.mkdtemp(prefix=f"chaos-test-docker-{name}-", dir="/dev/shm"))
+    private.chmod(0o755)  # PostgreSQL runs as its own user below it
     registry, run_dir = private / "registry", private / "runs"
-    run_dir.mkdir()
+    run_dir.mkdir(mode=0o755)
     saved = {k: os.environ.get(k) for k in ("CHAOS_REGISTRY_DIR", "CHAOS_RUN_DIR")}
     os.environ.update(CHAOS_REGISTRY_DIR=str(registry), CHAOS_RUN_DIR=str(run_dir))
     try:
