@@ -106,14 +106,17 @@ def _candidate(
         )
     limits = recorded.get("limits")
     isolation = recorded.get("isolation")
-    return make_candidate(
-        scenario,
-        program,
-        limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
-        isolation=isolation if isinstance(isolation, str) and kind == "process" else None,
-        hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
-        sandbox_kind=kind,  # the same sandbox as the graded run: docker re-runs it in one
-    )
+    try:
+        return make_candidate(
+            scenario,
+            program,
+            limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
+            isolation=isolation if isinstance(isolation, str) and kind == "process" else None,
+            hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
+            sandbox_kind=kind,  # the same sandbox as the graded run: docker re-runs it in one
+        )
+    except ConfigError as exc:  # this machine cannot host that sandbox (no daemon, not root)
+        raise ConfigError(f"cannot replay the graded run in the {kind} sandbox: {exc}") from None
 
 
 def _field(header: dict[str, Any], name: str, kind: type) -> Any:
