@@ -99,20 +99,24 @@ def _candidate(
             f"(SHA-256 {sha[:12]} recorded, {program.sha256[:12]} now)"
         )
     kind = recorded.get("sandbox", "process")
-    if kind != "process":
+    if kind not in ("process", "docker"):
         raise ConfigError(
-            f"cannot replay: the graded run used the {kind} sandbox; replays run candidates "
-            "in the process sandbox only"
+            f"cannot replay: the graded run used a sandbox this harness does not know "
+            f"({kind!r}; it knows process and docker)"
         )
     limits = recorded.get("limits")
     isolation = recorded.get("isolation")
-    return make_candidate(
-        scenario,
-        program,
-        limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
-        isolation=isolation if isinstance(isolation, str) else None,
-        hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
-    )
+    try:
+        return make_candidate(
+            scenario,
+            program,
+            limits=Limits.from_dict(limits) if isinstance(limits, dict) else None,
+            isolation=isolation if isinstance(isolation, str) and kind == "process" else None,
+            hidden=hidden,  # the traces (the recorded one and the replays) are not its to read
+            sandbox_kind=kind,  # the same sandbox as the graded run: docker re-runs it in one
+        )
+    except ConfigError as exc:  # this machine cannot host that sandbox (no daemon, not root)
+        raise ConfigError(f"cannot replay the graded run in the {kind} sandbox: {exc}") from None
 
 
 def _field(header: dict[str, Any], name: str, kind: type) -> Any:

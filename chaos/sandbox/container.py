@@ -59,7 +59,6 @@ _TICK_S = 0.1
 _MAX_LOG_LINES = 20_000
 _OOM_WORDS = re.compile(r"MemoryError|Cannot allocate memory|out of memory|bad_alloc", re.I)
 _FSIZE_WORDS = re.compile(r"File too large|No space left on device|EFBIG|ENOSPC", re.I)
-_ADDRESS = re.compile(r"(?:\[([0-9a-fA-F:]+)\]|([A-Za-z0-9.\-]+)):(\d{1,5})")
 NOBODY = "65534:65534"
 CANDIDATE_DIR = "/candidate"
 SCRATCH = "/scratch"
@@ -147,6 +146,8 @@ class _Site:
         self.dir = _sandbox_dir(name)
         self.service: _Boxed | None = None
         self.tripwires: list[tuple[trio.socket.SocketType, str]] = []
+        #: Links whose upstream the candidate serves (tenants' API): dialled into it.
+        self.inbound: list[str] = []
         self.stderr_tail: list[str] = []
         self.lines = 0
         self.ready_start = 0
@@ -166,7 +167,7 @@ class _Site:
 
     async def start(self, env: dict[str, str], ready_line: str | None, wait: bool
                     ) -> ContainerService:  # fmt: skip
-        from chaos.sandbox.process import _copy_program
+        from chaos.sandbox.process import _copy_program, candidate_links, inbound_links
 
         stack = self.ctx.stack
         stack.callback(shutil.rmtree, self.dir, True)  # last: after the container is gone
@@ -175,7 +176,11 @@ class _Site:
         clock = self.dir / "clock"
         clock.mkdir(mode=0o755)
         skew = SkewFile(clock / "faketime")
-        links = self._candidate_links(env)
+        proxies = self.ctx.proxies.proxies
+        links = candidate_links(proxies, env)
+        self.inbound = inbound_links(proxies, env, links)
+        for link in self.inbound:  # reset once the container is gone (the stack unwinds)
+            stack.callback(setattr, proxies[link], "dialer", None)
         program = self.candidate.program
         entry = program.entry or program.path.name
         target = f"{CANDIDATE_DIR}/{entry}"
@@ -238,9 +243,10 @@ class _Site:
             assert isinstance(service, _Boxed)
             service.site = self
             self.service = service
-            proxies = self.ctx.proxies.proxies
             for link in links:
                 service.serve(proxies[link])
+            for link in self.inbound:  # the candidate serves them: dialled from inside
+                proxies[link].dialer = service.dial
             self._tripwires(service, links)
 
         nursery = await stack.enter_async_context(trio.open_nursery())
@@ -272,19 +278,6 @@ class _Site:
             await service.ready()
         return service
 
-    def _candidate_links(self, env: dict[str, str]) -> list[str]:
-        """The links whose address the candidate's environment holds."""
-        named: set[tuple[str, int]] = set()
-        for value in env.values():
-            for m in _ADDRESS.finditer(value):
-                named.add((m.group(1) or m.group(2), int(m.group(3))))
-        found = []
-        for name, proxy in self.ctx.proxies.proxies.items():
-            host, _, port = proxy.listen.rpartition(":")
-            if (host, int(port)) in named or ("localhost", int(port)) in named:
-                found.append(name)
-        return found
-
     def _tripwires(self, service: ContainerService, links: list[str]) -> None:
         """Listeners on the real servers' ports inside the namespace: a dial there is a
         bypass (the kernel refuses any other port: nothing listens)."""
@@ -297,6 +290,8 @@ class _Site:
                     wires.setdefault(int(port), f"{type(dep).__name__[:-7].lower()} at "
                                                 f"{dep.host}:{port}")  # fmt: skip
         for proxy in self.ctx.proxies.proxies.values():
+            if proxy.name in self.inbound:
+                continue  # the candidate's own server's port: it listens there
             port = int(proxy.upstream.rpartition(":")[2])
             if port not in taken:
                 wires.setdefault(port, f"the upstream of link {proxy.name} ({proxy.upstream})")
@@ -411,7 +406,7 @@ class _Site:
             found = re.search(r"usage_usec (\d+)", stat)
             cpu = int(found.group(1)) / 1e6 if found else 0.0
         self.cpu_last = max(self.cpu_last, cpu)
-        self.report.cpu_s = max(self.report.cpu_s, self.cpu_base + cpu)
+        self.report.add_cpu(self.name, self.cpu_base + cpu)  # one entry per instance
         if self.cpu_base + cpu >= limits.cpu_s:
             self.contain(CPU, f"used {self.cpu_base + cpu:.1f} CPU seconds (limit "
                               f"{limits.cpu_s:g})")  # fmt: skip

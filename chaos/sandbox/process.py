@@ -171,6 +171,44 @@ def _copy_program(candidate: Candidate, into: Path) -> None:
     candidate.report.sha256 = tree_sha256(copied)
 
 
+def _named_addresses(env: dict[str, str]) -> set[tuple[str, int]]:
+    named: set[tuple[str, int]] = set()
+    for value in env.values():
+        for m in _ADDRESS.finditer(value):
+            named.add((m.group(1) or m.group(2), int(m.group(3))))
+    return named
+
+
+def candidate_links(proxies: dict[str, Any], env: dict[str, str]) -> list[str]:
+    """The links whose listen address the candidate's environment holds (it dials them)."""
+    named = _named_addresses(env)
+    found = []
+    for name, proxy in proxies.items():
+        host, _, port = proxy.listen.rpartition(":")
+        if (host, int(port)) in named or ("localhost", int(port)) in named:
+            found.append(name)
+    return found
+
+
+def inbound_links(proxies: dict[str, Any], env: dict[str, str], outbound: list[str]
+                  ) -> list[str]:  # fmt: skip
+    """The links into the candidate: those whose upstream is a loopback port its
+    environment names (``PORT=8080`` or an address): it is the server there, and their
+    clients (the workload) reach it through them (the proxy dials into its namespace)."""
+    ports = {port for _, port in _named_addresses(env)}
+    for value in env.values():
+        if value.strip().isdigit():
+            ports.add(int(value))
+    found = []
+    for name, proxy in proxies.items():
+        host, _, port = proxy.upstream.rpartition(":")
+        if name in outbound or host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
+            continue
+        if int(port) in ports:
+            found.append(name)
+    return found
+
+
 def _proc_stat(pid: int) -> tuple[float, int] | None:
     """(CPU seconds, threads) of one process from /proc/PID/stat."""
     try:
@@ -377,36 +415,10 @@ class _Site:
         return scratch
 
     def _candidate_links(self, env: dict[str, str]) -> list[str]:
-        """The links whose address the candidate's environment holds."""
-        named: set[tuple[str, int]] = set()
-        for value in env.values():
-            for m in _ADDRESS.finditer(value):
-                named.add((m.group(1) or m.group(2), int(m.group(3))))
-        found = []
-        for name, proxy in self.ctx.proxies.proxies.items():
-            host, _, port = proxy.listen.rpartition(":")
-            if (host, int(port)) in named or ("localhost", int(port)) in named:
-                found.append(name)
-        return found
+        return candidate_links(self.ctx.proxies.proxies, env)
 
     def _inbound_links(self, env: dict[str, str], outbound: list[str]) -> list[str]:
-        """The links into the candidate: those whose upstream is a loopback port its
-        environment names (``PORT=8080`` or an address): it is the server there, and
-        their clients (the workload) reach it through them."""
-        ports: set[int] = set()
-        for value in env.values():
-            if value.strip().isdigit():
-                ports.add(int(value))
-            for m in _ADDRESS.finditer(value):
-                ports.add(int(m.group(3)))
-        found = []
-        for name, proxy in self.ctx.proxies.proxies.items():
-            host, _, port = proxy.upstream.rpartition(":")
-            if name in outbound or host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
-                continue
-            if int(port) in ports:
-                found.append(name)
-        return found
+        return inbound_links(self.ctx.proxies.proxies, env, outbound)
 
     def _dependencies(self) -> list[Dependency]:
         deps: list[Dependency] = []
@@ -770,4 +782,11 @@ class _Site:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-__all__ = ["LAUNCHER", "ProcessSandbox", "default_isolation", "namespaces_available"]
+__all__ = [
+    "LAUNCHER",
+    "ProcessSandbox",
+    "candidate_links",
+    "default_isolation",
+    "inbound_links",
+    "namespaces_available",
+]
