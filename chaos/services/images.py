@@ -284,12 +284,19 @@ def python_image(
     from chaos.sandbox._mounts import library_entries
 
     files = _interpreter_files()
-    for entry in library_entries(libraries):
+    entries = library_entries(libraries)
+    for entry in entries:
         paths = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
         for path in paths:
             files[str(path)] = path
+    # The folders the libraries live in (a virtualenv's site-packages is not on the image's
+    # own interpreter's path): on PYTHONPATH after the app.
+    site_dirs = sorted(
+        {str(e.parent.parent if e.parent.name == "__pycache__" else e.parent) for e in entries}
+    )
+    python_path = ":".join(["/app", *site_dirs])
     app = dict(app or {})
-    h = hashlib.sha256(f"{sys.version}\0{sorted(libraries)}\0".encode())
+    h = hashlib.sha256(f"{sys.version}\0{sorted(libraries)}\0{python_path}\0".encode())
     for target, source in sorted(files.items()):
         st = source.stat()
         h.update(f"{target}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
@@ -314,7 +321,7 @@ def python_image(
             "FROM scratch\n"
             "COPY rootfs/ /\n"
             f"ENV PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 "
-            "PYTHONPATH=/app PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1\n"
+            f"PYTHONPATH={python_path} PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1\n"
             "WORKDIR /app\n"
         )
         _build(client, ref, dockerfile, context)
