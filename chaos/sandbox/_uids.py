@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from chaos.errors import ServiceError
@@ -82,6 +85,29 @@ class UidLease:
             self._fd = None
 
 
+#: World-writable folders a candidate with uid isolation can leave files in.
+SHARED_FOLDERS = (Path("/dev/shm"), Path("/tmp"), Path("/var/tmp"), Path(tempfile.gettempdir()))
+
+
+def remove_owned(uid: int, folders: Sequence[Path]) -> None:
+    """Remove every entry of ``folders`` (top level) that ``uid`` owns."""
+    for folder in dict.fromkeys(folders):
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.lstat().st_uid != uid:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink()
+            except OSError:
+                continue
+
+
 def lease_uid() -> UidLease:
     """A uid no other live candidate holds (ServiceError when all are taken)."""
     LOCK_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -96,5 +122,6 @@ def lease_uid() -> UidLease:
             continue
         uid = UID_BASE + slot
         kill_all(uid)  # a holder that died may have left some behind
+        remove_owned(uid, SHARED_FOLDERS)
         return UidLease(uid, fd)
     raise ServiceError(f"all {SLOTS} sandbox uids are in use")

@@ -41,7 +41,7 @@ from chaos.errors import ConfigError, ServiceError
 from chaos.sandbox import _mounts
 from chaos.sandbox._cgroup import Cgroup, create_cgroup
 from chaos.sandbox._detect import BypassDetector, Dependency
-from chaos.sandbox._uids import UidLease, lease_uid, processes_of
+from chaos.sandbox._uids import SHARED_FOLDERS, UidLease, lease_uid, processes_of, remove_owned
 from chaos.sandbox.candidate import (
     BYPASS,
     CPU,
@@ -770,6 +770,10 @@ class _Site:
 
     def _remove(self) -> None:
         if self.uid is not None:
+            # what the candidate's uid made in the machine's shared folders (with uid
+            # isolation it sees them: e.g. libfaketime's faketime_shm_<pid>, never removed by
+            # a killed process); the uid is this run's alone until released
+            remove_owned(self.uid.uid, SHARED_FOLDERS)
             self.uid.release()
         if self.detector is not None:
             self.detector.close()

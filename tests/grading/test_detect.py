@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,19 @@ def test_a_socket_connected_to_a_dependency_is_a_bypass_whatever_the_server_says
     detector.listed = {}
     (line,) = detector.find([os.getpid()])
     assert f"connected to nats at {remote[0]}:{remote[1]} directly" in line
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another uid needs root")
+def test_what_a_candidate_uid_left_in_shared_folders_is_removed(tmp_path: Path) -> None:
+    from chaos.sandbox._uids import UID_BASE, remove_owned
+
+    theirs, other, mine = tmp_path / "faketime_shm_123", tmp_path / "theirs-too", tmp_path / "x"
+    theirs.write_text("x")
+    other.mkdir()
+    (other / "inner").write_text("x")
+    mine.write_text("x")
+    for path in (theirs, other, other / "inner"):
+        os.chown(path, UID_BASE + 7, UID_BASE + 7)
+    os.chown(mine, UID_BASE + 8, UID_BASE + 8)
+    remove_owned(UID_BASE + 7, [tmp_path])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
