@@ -232,34 +232,40 @@ async def test_a_hanging_local_run_times_out_with_what_it_recorded(
     assert os.listdir(run_root) == []
 
 
-def _child_running(seed: int) -> psutil.Process | None:
+def _child_running(seed: int, warm: bool) -> psutil.Process | None:
+    """The worker running ``seed``: its cold ``chaos run`` child, or the warm worker."""
     for child in psutil.Process().children(recursive=True):
         try:
             cmdline = child.cmdline()
         except psutil.Error:
             continue
-        if "run" in cmdline and "--seed" in cmdline and str(seed) in cmdline:
+        if warm and "chaos.warm" in cmdline:
+            return child
+        if not warm and "run" in cmdline and "--seed" in cmdline and str(seed) in cmdline:
             return child
     return None
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 async def test_a_local_worker_killed_mid_run_is_run_again(
-    tiny: Path, tmp_path: Path, run_root: Path
+    tiny: Path, tmp_path: Path, run_root: Path, warm: bool
 ) -> None:
     control = tiny / "control"
     spec = RunSpec(str(tiny), WAIT_SEED, (), tmp_path)
     done: list[RunOutcome] = []
 
     async def sweep() -> None:
-        done.extend(await LocalExecutor()([spec], 1))
+        executor = LocalExecutor(warm=warm)
+        done.extend(await executor([spec], 1))
+        assert executor.used_warm is warm
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(sweep)
         with trio.fail_after(60):
             while not (control / f"started-{WAIT_SEED}").exists():
                 await trio.sleep(0.05)
-        child = _child_running(WAIT_SEED)
+        child = _child_running(WAIT_SEED, warm)
         assert child is not None
         os.kill(child.pid, signal.SIGKILL)
         (control / f"started-{WAIT_SEED}").unlink()
@@ -267,7 +273,11 @@ async def test_a_local_worker_killed_mid_run_is_run_again(
     [outcome] = done
     assert outcome.outcome == "held"
     assert outcome.attempts == 2
-    assert outcome.lost == ["the worker was killed by SIGKILL"]
+    [lost] = outcome.lost
+    if warm:
+        assert lost.startswith("the warm worker ended (exit code -9)"), lost
+    else:
+        assert lost == "the worker was killed by SIGKILL"
     assert outcome.trace == spec.trace
     assert read_trace(spec.trace).end is not None
 
