@@ -17,11 +17,14 @@ import json
 import os
 import socket
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+import trio
+
+from chaos.sandbox.candidate import BYPASS
 
 Endpoint = tuple[str, int]
 
@@ -189,3 +192,20 @@ def _nats_clients(monitor: str) -> list[Endpoint]:
     with urllib.request.urlopen(f"{monitor}/connz?limit=4096", timeout=2) as response:
         data = json.loads(response.read())
     return [(str(c["ip"]), int(c["port"])) for c in data.get("connections", []) if "ip" in c]
+async def watch_tripwire(
+    sock: trio.socket.SocketType, what: str, contain: Callable[[str, str], None]
+) -> None:
+    """Accept on a tripwire listening where a dependency's real port would be, inside the
+    candidate's network namespace: any connection is a bypass (``contain``), closed at once."""
+    async with trio.SocketListener(sock) as listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except (trio.ClosedResourceError, OSError):
+                return
+            stream.socket.close()
+            contain(
+                BYPASS, f"dialled {what} from inside its network namespace, not through its link"
+            )
+
+

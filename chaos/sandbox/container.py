@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from chaos.errors import ConfigError
+from chaos.sandbox._detect import watch_tripwire
 from chaos.sandbox.candidate import (
-    BYPASS,
     CPU,
     FILE_SIZE,
     IGNORED_SIGTERM,
@@ -341,18 +341,7 @@ class _Site:
                                  "limit")  # fmt: skip
 
     async def _tripwire(self, sock: trio.socket.SocketType, what: str) -> None:
-        listener = trio.SocketListener(sock)
-        async with listener:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except (trio.ClosedResourceError, OSError):
-                    return
-                stream.socket.close()
-                self.contain(
-                    BYPASS,
-                    f"dialled {what} from inside its network namespace, not through its link",
-                )
+        await watch_tripwire(sock, what, self.contain)
 
     async def _monitor(self) -> None:
         tick = 0

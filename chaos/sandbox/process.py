@@ -40,7 +40,7 @@ import trio
 from chaos.errors import ConfigError, ServiceError
 from chaos.sandbox import _mounts
 from chaos.sandbox._cgroup import Cgroup, create_cgroup
-from chaos.sandbox._detect import BypassDetector, Dependency
+from chaos.sandbox._detect import BypassDetector, Dependency, watch_tripwire
 from chaos.sandbox._uids import SHARED_FOLDERS, UidLease, lease_uid, processes_of, remove_owned
 from chaos.sandbox.candidate import (
     BYPASS,
@@ -622,18 +622,7 @@ class _Site:
                         self.contain(BYPASS, found[0])
 
     async def _tripwire(self, sock: trio.socket.SocketType, what: str) -> None:
-        listener = trio.SocketListener(sock)
-        async with listener:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except (trio.ClosedResourceError, OSError):
-                    return
-                stream.socket.close()
-                self.contain(
-                    BYPASS,
-                    f"dialled {what} from inside its network namespace, not through its link",
-                )
+        await watch_tripwire(sock, what, self.contain)
 
     def _read_status(self) -> None:
         try:
