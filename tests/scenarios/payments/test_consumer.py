@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -79,7 +80,16 @@ async def _gateway_reply_is(reply: bytes) -> BaseException | None:
     shape a fault leaves) and closes."""
 
     async def handler(stream: trio.SocketStream) -> None:
-        await stream.receive_some(65536)
+        # Read the whole request first (the client may write headers and body separately):
+        # closing with unread bytes makes the kernel answer with a reset, and the client
+        # would see that instead of ``reply``.
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += await stream.receive_some(65536)
+        head, _, body = request.partition(b"\r\n\r\n")
+        length = re.search(rb"(?i)content-length:\s*(\d+)", head)
+        while length and len(body) < int(length.group(1)):
+            body += await stream.receive_some(65536)
         await stream.send_all(reply)
         await stream.aclose()
 
