@@ -55,7 +55,7 @@ class ChildCpu:
             return got, status
 
         self._init = original_init
-        subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+        subprocess.Popen.__init__ = init  # type: ignore[method-assign,assignment]
         defaults = list(_ORIGINAL)
         defaults[1] = waitpid
         subprocess.Popen._internal_poll.__defaults__ = tuple(defaults)  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 _PROXY_CHILD = r"""
 import sys, trio
@@ -72,7 +73,7 @@ sys.stdin.read()
 BUF = 1 << 20
 
 
-def _serve(handler: object) -> tuple[socket.socket, int]:
+def _serve(handler: Callable[[socket.socket], object]) -> tuple[socket.socket, int]:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 

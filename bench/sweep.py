@@ -39,6 +39,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import trio
 
+from chaos.executor import LocalExecutor
 from chaos.run import RunOptions, run_scenario
 from chaos.scenario import load_scenario
 from chaos.services import open_run_dir
@@ -76,7 +77,12 @@ def measure_sweep(seeds: list[int], jobs: int, baseline: bool, out: Path) -> dic
         cpu0, wall0 = _cpu_now(), time.monotonic()
         report = trio.run(
             lambda: sweep(
-                "payments", "golden", seeds, jobs=jobs, out_dir=out, use_warm=not baseline
+                "payments",
+                "golden",
+                seeds,
+                jobs=jobs,
+                out_dir=out,
+                executor=LocalExecutor(warm=not baseline),
             )
         )
         wall, cpu = time.monotonic() - wall0, _cpu_now() - cpu0

@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # bench/replay.py would shadow the `replay` package: keep this folder off the path.
@@ -39,7 +40,7 @@ from chaos.stress import cpu_count, load_snapshot, open_stress
 from chaos.sweep import SeedResult, SweepReport, sweep
 
 
-def _progress(label: str, total: int) -> tuple[dict[str, int], object]:
+def _progress(label: str, total: int) -> tuple[dict[str, int], Callable[[SeedResult], None]]:
     counts = {"done": 0, "bad": 0}
 
     def progress(result: SeedResult) -> None:
