@@ -45,7 +45,8 @@ class LocalCluster:
 
 
 def _descendants() -> list[psutil.Process]:
-    return psutil.Process().children(recursive=True)
+    found: list[psutil.Process] = psutil.Process().children(recursive=True)
+    return found
 
 
 @contextmanager
@@ -82,3 +83,26 @@ def local_cluster(workers: int = 1) -> Iterator[LocalCluster]:
                 if session.name in " ".join(p.info["cmdline"] or [])
             ]
             assert left == [], f"processes of {session.name} left: {left}"
+
+
+def main() -> None:
+    """``python -m tests.ray.cluster [NODES]``: a cluster of NODES nodes (default 2: a head
+    and a worker) on 127.0.0.1; prints its address and runs until Ctrl-C or end of stdin,
+    then stops with every process it started."""
+    import sys
+
+    nodes = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    if nodes < 1:
+        raise SystemExit("NODES must be at least 1")
+    with local_cluster(workers=nodes - 1) as running:
+        print(f"{nodes}-node Ray cluster at {running.address}", flush=True)
+        print(f"   chaos sweep payments --seeds 0-5 --ray {running.address} --json", flush=True)
+        try:
+            sys.stdin.read()
+        except KeyboardInterrupt:
+            pass
+    print("stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()
