@@ -86,11 +86,11 @@ async def test_a_sweep_on_the_cluster_gives_the_local_runs_on_both_nodes(
     assert nodes == {cluster.node_id(cluster.head), cluster.node_id(cluster.workers[0])}
 
 
-def _run_of(seed: int) -> psutil.Process | None:
-    """The ``chaos run`` process of ``seed`` (a Ray worker's child)."""
+def _run_of(pack: Path, seed: int) -> psutil.Process | None:
+    """The ``chaos run PACK --seed SEED`` process (a Ray worker's child)."""
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
-        if "run" in cmdline and "--seed" in cmdline:
+        if "run" in cmdline and str(pack) in cmdline and "--seed" in cmdline:
             if cmdline[cmdline.index("--seed") + 1] == str(seed):
                 return process
     return None
@@ -128,7 +128,7 @@ async def test_a_node_removed_mid_sweep_has_its_run_retried_on_the_other(
                 while len(list(control.glob("started-*"))) < 2:
                     await trio.sleep(0.05)
             started = sorted(int(p.name.split("-")[1]) for p in control.glob("started-*"))
-            runs = {seed: _run_of(seed) for seed in started}
+            runs = {seed: _run_of(pack, seed) for seed in started}
             assert all(runs.values()), runs
             raylet = cluster.raylet_pid(gone)
             on_gone = [seed for seed, r in runs.items() if r and _raylet_of(r) == raylet]
@@ -165,7 +165,7 @@ async def test_a_node_removed_mid_sweep_has_its_run_retried_on_the_other(
         assert read_trace(result.trace).end is not None
     # The run on the lost node got SIGTERM from its dead worker and stopped.
     with trio.fail_after(120):
-        while _run_of(lost_seed) is not None:
+        while _run_of(pack, lost_seed) is not None:
             await trio.sleep(0.1)
 
 
