@@ -25,6 +25,7 @@ candidates it is given by path (see docs/scale.md).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -136,6 +137,34 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextmanager
+def _loopback_kept(ray: ModuleType, where: tuple[str, int] | None) -> Iterator[None]:
+    """Let ``ray.init`` keep a loopback address (a cluster whose nodes were started with
+    ``--node-ip-address 127.0.0.1``). Ray replaces 127.0.0.1/localhost/::1 by this machine's
+    outward IP, where such a cluster does not listen: without this, ``ray.init`` would try
+    that IP for about 13 minutes, deaf to SIGTERM. Ray does so only while it runs as a
+    cluster (``ray_constants.ENABLE_RAY_CLUSTER``, private): false for the call."""
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if where is None or not _is_loopback(where[0]) or constants is None:
+        yield
+        return
+    saved = getattr(constants, "ENABLE_RAY_CLUSTER", True)
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = saved
+
+
 def connect(address: str = LOCAL) -> bool:
     """Connect this process to Ray: start a local instance (``local``) or join a cluster.
     True when this call connected (the caller then calls ``disconnect``); False when the
@@ -158,7 +187,7 @@ def connect(address: str = LOCAL) -> bool:
         # timing would drift. A local instance runs them at the caller's priority.
         options["_system_config"] = {"worker_niceness": 0}
     try:
-        with _quiet_stderr():  # Ray's start-up notes and its C++ core's retry lines
+        with _quiet_stderr(), _loopback_kept(ray, where):  # _quiet_stderr: Ray's notes
             ray.init(address=address, **options)
     except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: all one line
         lines = str(exc).strip().splitlines()
@@ -260,8 +289,18 @@ def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict
         trace = outcome.trace
         data["trace_bytes"] = trace.read_bytes() if trace is not None else None
         data["trace_partial"] = trace is not None and trace.suffix == ".partial"
-        data["worker"] = f"{socket.gethostname()} pid {os.getpid()}"
+        data["worker"] = _where()
         return data
+
+
+def _where() -> str:
+    """Where a task runs: ``HOST node NODE pid PID`` (NODE: the first 12 hex digits of the
+    Ray node's id, which tells apart the nodes of one host)."""
+    try:
+        node = f" node {import_ray().get_runtime_context().get_node_id()[:12]}"
+    except Exception:  # not in a Ray worker
+        node = ""
+    return f"{socket.gethostname()}{node} pid {os.getpid()}"
 
 
 def _replay_on_worker(

@@ -99,6 +99,7 @@ class SweepReport:
                     "timings": (r.verdict or {}).get("timings", {}),
                     "attempts": r.attempts,
                     "lost": r.lost,
+                    "worker": r.worker or None,
                 }
                 for r in self.results
             ],

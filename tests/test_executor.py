@@ -296,3 +296,18 @@ def test_the_sweep_summary_counts_timeouts_and_retries() -> None:
     assert summary["seeds"][1]["outcome"] == "timeout"
     assert report.exit_code == EXIT_HARNESS
     json.dumps(summary)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.3.2.1", True), ("localhost", True), ("::1", True),
+     ("10.0.0.5", False), ("head", False), ("192.0.2.2", False), ("::", False)],
+)  # fmt: skip
+def test_a_loopback_ray_address_is_recognised(host: str, loopback: bool) -> None:
+    # A loopback host is the one Ray would rewrite to this machine's outward IP (a cluster on
+    # 127.0.0.1 then cannot be reached): connect keeps it (tests/ray/test_ray_cluster.py).
+    from chaos.executor_ray import _is_loopback, check_address
+
+    assert _is_loopback(host) is loopback
+    if ":" not in host:
+        assert check_address(f"{host}:6379") == (host, 6379)

@@ -64,3 +64,13 @@ def write_tiny_pack(folder: Path) -> Path:
     (folder / "README.md").write_text("# tiny\n\nA test pack.\n", encoding="utf-8")
     (folder / "control").mkdir(exist_ok=True)
     return folder
+
+
+def write_waiting_pack(folder: Path) -> Path:
+    """The tiny pack, but every seed other than ``HANG_SEED`` waits for ``control/release``
+    (touching ``control/started-SEED`` first): runs stay in flight until the test lets go."""
+    write_tiny_pack(folder)
+    waiting = SCENARIO_PY.replace("if ctx.seed == WAIT_SEED:", "if ctx.seed != HANG_SEED:")
+    assert waiting != SCENARIO_PY
+    (folder / "scenario.py").write_text(waiting, encoding="utf-8")
+    return folder
