@@ -17,7 +17,7 @@ from svc_helpers import assert_reaped, proc_state
 from chaos.errors import ServiceError
 from chaos.services import SkewFile, open_process_service
 from chaos.services._reaper import read_entry
-from chaos.services.zygote import Zygote, enabled, open_zygote, open_zygotes
+from chaos.services.zygote import Zygote, current, enabled, open_zygote, open_zygotes, using
 
 SVC = [sys.executable, "-m", "tests.services.zygote_svc"]
 PRELOAD = ("asyncio", "json")
@@ -202,3 +202,14 @@ async def test_chaos_zygote_0_turns_it_off(tmp_path: Path, monkeypatch: pytest.M
 async def test_a_missing_preload_module_means_no_zygote(tmp_path: Path) -> None:
     async with open_zygotes(tmp_path) as get:
         assert await get(("no_such_module_for_the_zygote",)) is None
+
+
+async def test_only_a_zygote_passed_in_forks_never_the_current_one(zygote: Zygote) -> None:
+    # The sandbox (a graded candidate) starts its program with open_process_service and no
+    # zygote: the run's current zygote must not reach it.
+    with using(zygote):
+        assert current() is zygote
+        async with open_process_service("x", [*SVC, "exit", "0"], env=UNBUF) as p:
+            assert await p.wait() == 0
+    assert zygote.forks == 0
+    assert current() is None
