@@ -13,9 +13,11 @@ sweep: the dispatcher, the workers, their servers and services, from ``getrusage
 golden's false positives (runs that violated an invariant: the golden must hold every time)
 and harness errors, and the ratios levers/baseline. ``--breakdown N`` first runs N seeds in
 this process, cold and warm, and prints where a run's wall time (per phase) and CPU time
-(per program, from ``os.wait4``) go. Usage:
+(per program, from ``os.wait4``) go. ``--against no-zygote`` takes warm workers without the
+zygote (``CHAOS_ZYGOTE=0``: every service exec'd) as the baseline instead of cold runs, to
+measure the zygote alone (chaos.services.zygote). Usage:
 
-    python bench/sweep.py [--seeds 20] [--jobs 1,2,4,8] [--breakdown 5]
+    python bench/sweep.py [--seeds 20] [--jobs 1,2,4,8] [--breakdown 5] [--against no-zygote]
 
 Numbers depend on what else runs on the machine: CPU seconds per run are the steadier figure.
 """
@@ -71,8 +73,11 @@ def _set_baseline(on: bool) -> None:
             os.environ.pop(name, None)
 
 
-def measure_sweep(seeds: list[int], jobs: int, baseline: bool, out: Path) -> dict[str, Any]:
+def measure_sweep(
+    seeds: list[int], jobs: int, baseline: bool, out: Path, zygote: bool = True
+) -> dict[str, Any]:
     _set_baseline(baseline)
+    os.environ["CHAOS_ZYGOTE"] = "1" if zygote else "0"
     try:
         cpu0, wall0 = _cpu_now(), time.monotonic()
         report = trio.run(
@@ -88,6 +93,7 @@ def measure_sweep(seeds: list[int], jobs: int, baseline: bool, out: Path) -> dic
         wall, cpu = time.monotonic() - wall0, _cpu_now() - cpu0
     finally:
         _set_baseline(False)
+        os.environ.pop("CHAOS_ZYGOTE", None)
     counts = report.counts
     return {
         "runs_per_min": 60 * len(seeds) / wall,
@@ -162,14 +168,18 @@ def main() -> None:
     parser.add_argument("--jobs", default="1,2,4,8", help="comma-separated --jobs values")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N",
                         help="first, N runs in-process, cold and warm: phases and CPU")  # fmt: skip
+    parser.add_argument("--against", choices=("cold", "no-zygote"), default="cold",
+                        help="baseline: cold runs, or warm workers without a zygote")  # fmt: skip
     args = parser.parse_args()
+    cold_base = args.against == "cold"
     jobs_list = [int(j) for j in args.jobs.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         if args.breakdown:
             breakdown(list(range(args.first_seed, args.first_seed + args.breakdown)), out)
         print(f"payments golden, max({args.seeds}, 4 x jobs) seeds per sweep, "
-              f"{os.cpu_count()} CPUs")  # fmt: skip
+              f"{os.cpu_count()} CPUs; base: "
+              f"{'cold runs' if cold_base else 'warm, CHAOS_ZYGOTE=0'}")  # fmt: skip
         header = (f"{'jobs':>4} | {'runs/min':>8} {'base':>6} {'ratio':>5} | "
                   f"{'CPU-s/run':>9} {'base':>6} {'ratio':>5} | {'FP':>3} {'base':>4} | "
                   f"{'err':>3} {'base':>4}")  # fmt: skip
@@ -179,7 +189,7 @@ def main() -> None:
         for jobs in jobs_list:
             seeds = list(range(args.first_seed, args.first_seed + max(args.seeds, 4 * jobs)))
             runs += 2 * len(seeds)
-            base = measure_sweep(seeds, jobs, True, out)
+            base = measure_sweep(seeds, jobs, cold_base, out, zygote=cold_base)
             lever = measure_sweep(seeds, jobs, False, out)
             false_positives += lever["false_positives"] + base["false_positives"]
             print(

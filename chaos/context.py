@@ -32,6 +32,7 @@ from chaos.services import (
     open_postgres,
     open_process_service,
     require_passwords,
+    zygote,
 )
 from chaos.services.container import ContainerService, open_container
 from chaos.services.images import image_ref
@@ -280,6 +281,7 @@ class RunContext:
                 on_exit=self._on_exit,
                 stop_grace=2.0,
                 wait_ready=wait,
+                zygote=zygote.current(),
             )
         )
         holder.append(process)
@@ -418,6 +420,7 @@ class RunContext:
             env={**(env or {}), "PYTHONUNBUFFERED": "1"},
             log_sink=self.recorder.log_line,
             stop_grace=2.0,
+            zygote=zygote.current(),
         ) as process:
             self.recorder.record(f"{SERVICE_PREFIX}{name}", "info", "start", {"pid": process.pid})
             code = await process.wait()

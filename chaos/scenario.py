@@ -200,6 +200,13 @@ class Scenario(ABC):
     #: for scenarios whose state is all in tables of one database and in JetStream streams
     #: (not roles or other cluster-wide objects), and that never fault those two servers.
     warm_services: ClassVar[bool] = False
+    #: Modules a warm worker's zygote imports once, so that the scenario's own Python
+    #: services (``start_service``/``run_to_completion`` of ``[ctx.python(), "-m", MODULE,
+    #: ...]``) are forked from it instead of paying an interpreter start-up and these
+    #: imports each (``chaos.services.zygote``; ``CHAOS_ZYGOTE=0`` turns it off). List the
+    #: services' third-party dependencies, never the scenario's own modules (they may read
+    #: their environment when imported). Empty: no zygote.
+    zygote_preload: ClassVar[tuple[str, ...]] = ()
 
     path: Path = BUILTIN_ROOT
 

@@ -29,6 +29,10 @@ when stdin closes, and on SIGINT/SIGTERM/SIGHUP as ``chaos run`` does. If it is 
 its servers die with it (parent-death signal) and the next harness command or ``chaos gc``
 removes its dir: the warm services are a registered run like any other. ``CHAOS_WARM=0``
 makes ``chaos sweep`` start one cold ``chaos run`` per seed instead.
+
+A scenario that lists modules in ``Scenario.zygote_preload`` gets a zygote in the worker
+(``chaos.services.zygote``): its own Python services are forked from a pre-imported
+interpreter instead of exec'd (``CHAOS_ZYGOTE=0``: exec'd).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from chaos.services import (
     open_postgres,
     open_run_dir,
     require_passwords,
+    zygote,
 )
 from chaos.services._spawn import PIPE, Child, spawn
 from chaos.stress import SWEEP_JOBS_ENV
@@ -379,7 +384,7 @@ async def serve(requests: trio.abc.ReceiveStream, answers: trio.abc.SendStream) 
     scenarios: dict[str, Any] = {}
     buffer = bytearray()
     with open_run_dir(prefix="chaos-warm-") as run_dir:
-        async with _lazy_warm(run_dir) as get_warm:
+        async with _lazy_warm(run_dir) as get_warm, zygote.open_zygotes(run_dir) as get_zygote:
             while True:
                 while b"\n" not in buffer:
                     chunk = await requests.receive_some(65536)
@@ -393,7 +398,10 @@ async def serve(requests: trio.abc.ReceiveStream, answers: trio.abc.SendStream) 
                 except ValueError:
                     request = {}
                 warm = await get_warm(request, scenarios)
-                answer = await run_one(request, warm, scenarios)
+                found = scenarios.get(request.get("scenario"))  # loaded by get_warm
+                forks = await get_zygote(getattr(found, "zygote_preload", ()))
+                with zygote.using(forks):
+                    answer = await run_one(request, warm, scenarios)
                 await answers.send_all(json.dumps(answer, sort_keys=True).encode() + b"\n")
                 if answer.get("retire"):
                     return  # stops the servers; a pool starts a new worker

@@ -203,3 +203,68 @@ def _name(process: psutil.Process) -> str:
 
 def _is_server(process: psutil.Process) -> bool:
     return _name(process) in {"postgres", "nats-server"}
+
+
+def _zygote_family(worker: int) -> list[psutil.Process]:
+    """The worker's zygote and the services forked from it (their command line is the
+    zygote's)."""
+    found = []
+    for p in psutil.Process(worker).children():
+        try:
+            if any("_zygote_main.py" in part for part in p.cmdline()):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["gc", "run"])
+def test_sigkill_of_a_worker_mid_run_leaves_no_zygote_or_forked_service(
+    tmp_path: Path, run_root: Path, how: str
+) -> None:
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "chaos.warm"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert worker.stdin is not None
+        request = {"scenario": "payments", "seed": 5, "out": str(tmp_path / "5.trace")}
+        worker.stdin.write(json.dumps(request).encode() + b"\n")
+        worker.stdin.flush()
+        family: list[psutil.Process] = []
+        deadline = 120
+        while len(family) < 3 and deadline > 0:  # the zygote, the gateway, the consumer
+            psutil.wait_procs([], timeout=0.05)
+            deadline -= 0.05
+            family = _zygote_family(worker.pid)
+        assert len(family) >= 3, "the services were not forked from a zygote"
+        # What the registry matches when the parent-death signal did not do it already:
+        # every one carries the worker's marker (the zygote's environment block).
+        markers = {p.environ().get("CHAOS_RUN_ID") for p in family}
+        assert len(markers) == 1
+        assert None not in markers
+        everything = psutil.Process(worker.pid).children(recursive=True)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        for pipe in (worker.stdin, worker.stdout):
+            if pipe is not None:
+                pipe.close()
+    if how == "gc":
+        next_command = [sys.executable, "-m", "chaos", "gc", "--json"]
+    else:
+        out = str(tmp_path / "next.trace")
+        next_command = [sys.executable, "-m", "chaos", "run", "payments", "--out", out]
+    done = subprocess.run(next_command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    psutil.wait_procs(everything, timeout=5)
+    assert not [p for p in everything if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert list(run_root.iterdir()) == []
+    assert list(Path(os.environ["CHAOS_REGISTRY_DIR"]).glob("*.run")) == []

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -35,6 +36,9 @@ from chaos.services._reaper import ProcEntry, become_subreaper, family, reap_fam
 from chaos.services._spawn import DEVNULL, PIPE, Child, spawn
 from chaos.services.clock import SkewFile, release_faketime_state
 from chaos.services.supervise import Record, RestartPolicy, supervise
+
+if TYPE_CHECKING:
+    from chaos.services.zygote import Zygote
 
 LogSink = Callable[[str, str, str], None]
 """`log_sink(service_name, stream, line)`, stream being "stdout" or "stderr"."""
@@ -78,8 +82,10 @@ class ManagedProcess:
         faketime: SkewFile | None,
         on_exit: ExitHook | None,
         tail_lines: int,
+        zygote: Zygote | None = None,
     ) -> None:
         self.name = name
+        self._zygote = zygote
         self.argv = [str(a) for a in argv]
         self._nursery = nursery
         self._registration = registry.current()
@@ -159,8 +165,9 @@ class ManagedProcess:
             raise ServiceError(f"{self.name} is being stopped")
         become_subreaper()
         uid, gid = self._run_as if self._run_as is not None else (None, None)
+        proc = await self._fork()
         try:
-            proc = spawn(
+            proc = proc or spawn(
                 self.argv,
                 stdin=DEVNULL,
                 stdout=PIPE,
@@ -187,6 +194,20 @@ class ManagedProcess:
         if wait_ready:
             return await self._await_ready(cur)
         return True
+
+    async def _fork(self) -> Child | None:
+        """The child forked by the zygote, when there is one for this service (else None:
+        exec as usual)."""
+        zygote = self._zygote
+        if zygote is None or self._run_as is not None or not zygote.accepts(self.argv, self._env):
+            return None
+        from chaos.services.zygote import ZygoteError
+
+        try:
+            return await zygote.fork(self.argv, self._env, self._cwd)
+        except ZygoteError as exc:
+            self.tail.add(f"(exec instead: {exc})")
+            return None
 
     async def ready(self) -> bool:
         """Wait until the current child passes its ready probe (ServiceError if it cannot;
@@ -388,11 +409,13 @@ async def open_process_service(
     on_exit: ExitHook | None = None,
     tail_lines: int = 200,
     wait_ready: bool = True,
+    zygote: Zygote | None = None,
 ) -> AsyncIterator[ManagedProcess]:
     """Start `argv` as service `name`, wait until `ready`, stop it and reap it on exit.
 
     `env` adds to the harness's environment; `run_as` is a (uid, gid) to drop to;
-    `faketime` makes the child's wall clock follow a SkewFile.
+    `faketime` makes the child's wall clock follow a SkewFile; `zygote` forks it from a
+    pre-imported interpreter when it can (``chaos.services.zygote``), else it is exec'd.
     """
     _check_options(argv, ready_timeout, stop_grace, tail_lines)
     with unwrapped_errors():
@@ -412,6 +435,7 @@ async def open_process_service(
                 faketime=faketime,
                 on_exit=on_exit,
                 tail_lines=tail_lines,
+                zygote=zygote,
             )
             try:
                 await service.start(wait_ready=wait_ready)

@@ -156,6 +156,20 @@ class Payments(Scenario):
     }
     settle_timeout_s = 30.0
     warm_services = True  # all its state: tables of one database, one stream
+    # What its three services import (docs/sweep.md, "The zygote"), forked on warm workers.
+    zygote_preload = (
+        "asyncio",
+        "json",
+        "http.client",
+        "http.server",
+        "urllib.request",
+        "psycopg",
+        "psycopg.conninfo",
+        "nats",
+        "nats.errors",
+        "nats.js.api",
+        "chaos.errors",
+    )
     task = TaskSpec(
         service="consumer",
         summary="the payments consumer: charge every order exactly once, however often the "
