@@ -57,6 +57,7 @@ from chaos.search import (
     violations,
 )
 from chaos.services import open_run_dir
+from chaos.services.images import daemon_available
 from faults._draw import assemble
 from faults.model import FaultSchedule
 from faults.schedule import generate
@@ -218,6 +219,9 @@ def main() -> None:
     with open_run_dir(prefix="chaos-bench-search-", parent=Path(tempfile.gettempdir())) as tmp:
         for pack in packs:
             scenario = load_scenario(pack)
+            if scenario.images and (why := daemon_available()) is not None:
+                print(f"skipped pack {pack}: its runs need Docker ({why})", flush=True)
+                continue
             space = scenario.fault_space("golden")
             for variant in scenario.variants:
                 if variant == "golden" or (wanted and variant not in wanted):
