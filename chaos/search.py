@@ -10,9 +10,17 @@
             ─► lower each remaining value toward the low end of its range (``max_shrinks`` runs)
 
 ``search_schedules`` is the engine: it takes any ``run(schedule)`` callable returning verdicts
-(or an ``Outcome``: verdicts and the ids of the faults that fired), so it can be exercised
-without services. Every distinct schedule runs once (results are memoised by the schedule's
-canonical bytes). A run that raises (a harness error) stops the search and is re-raised.
+(or an ``Outcome``: verdicts and the ids of the faults that fired), or a ``run_many(batch)``
+returning them in the batch's order, so it can be exercised without services. Every distinct
+schedule runs once (results are memoised by the schedule's canonical bytes). A run that
+raises (a harness error) stops the search and is re-raised.
+
+``jobs`` > 1: the find draws ``jobs`` schedules per batch (the same draws, in the same order,
+as one at a time) and takes the first violating one **in draw order**, whichever run ended
+first; coverage is learned from the whole batch before the next is drawn; each event-removal
+step tries every single-event removal as one batch (the first, last event first, that still
+violates is kept); lowering values stays one run at a time. The schedules tried depend on
+``jobs``: the same seed and ``jobs`` give the same search.
 
 Finding draws as ``chaos run`` does (``generate``: template weights, uniform counts and
 ranges), from schedule seeds derived from the search seed (``max_events`` faults in every run
@@ -27,8 +35,10 @@ schedule without one event; repeated until no event can go, so every event left 
 then values. Stopping at the budget is reported (``shrink_complete`` False); ``start`` resumes
 shrinking from a saved violating schedule.
 
-``search_scenario`` runs a real scenario: each schedule gets its own temp trace, and the
-minimal violating schedule's trace is kept at ``out`` for ``chaos replay``.
+``search_scenario`` runs a real scenario on a ``LocalExecutor`` session (warm workers when the
+scenario allows, as ``chaos sweep``; the engine runs in a thread beside the trio loop and hands
+it each batch): each schedule is a ``RunSpec`` with its own temp trace, and the minimal
+violating schedule's trace is kept at ``out`` for ``chaos replay``.
 """
 
 from __future__ import annotations
