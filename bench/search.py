@@ -5,25 +5,29 @@ pack added later is measured too), in one run:
 
 - search: ``search_schedules`` over the pack's **golden** space (not the variant's own),
   counting only the invariant the pack says catches the variant (``Scenario.catches``; any
-  invariant when it declares none): runs and seconds until the first violation, then the
-  shrunk schedule's size and whether shrinking ended at a fixed point or at its budget;
-- necessity: each event left in the shrunk schedule is run once more without it; it is
-  needed when that run holds (an irrelevant event would still violate without it);
-- sweep: ``chaos run``'s own draw, ``generate(golden, seed)`` for seeds 0, 1, 2, ... with the
-  run seed equal to the schedule seed, until the first violation of the same invariant.
+  invariant when it declares none), ``--jobs`` runs at a time on warm workers as ``chaos
+  search`` runs them: runs and wall seconds until the first violation (every batch up to
+  and including the one that found it, the workers' start included), then the shrunk
+  schedule's size and whether shrinking ended at a fixed point or at its budget;
+- necessity: each event left in the shrunk schedule is run once more without it (one
+  batch); it is needed when that run holds (an irrelevant event would still violate);
+- sweep (``--sweep-seeds 0`` skips it): ``chaos run``'s own draw, ``generate(golden, seed)``
+  for seeds 0, 1, 2, ... with the run seed equal to the schedule seed, one at a time in this
+  process, until the first violation of the same invariant.
 
 Targets (docs/search.md): median seconds to the first violation < 60, shrunk schedules of at
 most 2 events, every event left needed. Numbers depend on the machine's load: say so when
 quoting them. Usage:
 
-    python bench/search.py [--max-examples 12] [--max-shrinks 12] [--sweep-seeds 12]
-                           [--packs payments,leases] [--variants no-fencing] [--seed 0]
-                           [--sweep-from 0]
+    python bench/search.py [--jobs 8] [--max-examples 200] [--max-shrinks 40]
+                           [--sweep-seeds 0] [--packs payments,leases]
+                           [--variants no-fencing] [--seed 0] [--sweep-from 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -37,10 +41,23 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     del sys.path[0]
 
 from chaos import _signals
+from chaos.executor import BatchFn
 from chaos.run import RunOptions, run_scenario
 from chaos.scenario import Scenario, builtin_scenarios, load_scenario
-from chaos.search import Outcome, _ScenarioRuns, applied_faults, search_schedules, violations
+from chaos.search import (
+    DEFAULT_JOBS,
+    DEFAULT_MAX_EXAMPLES,
+    DEFAULT_MAX_SHRINKS,
+    Outcome,
+    _from_trio,
+    _on_executor,
+    _ScenarioRuns,
+    applied_faults,
+    search_schedules,
+    violations,
+)
 from chaos.services import open_run_dir
+from chaos.services.images import daemon_available
 from faults._draw import assemble
 from faults.model import FaultSchedule
 from faults.schedule import generate
@@ -61,21 +78,6 @@ class Row:
     sweep_runs: int | None = None
     sweep_s: float | None = None
     schedule: str = ""
-
-
-class TimedRuns:
-    """A search's run function that also keeps each run's wall time."""
-
-    def __init__(self, inner: _ScenarioRuns) -> None:
-        self.inner = inner
-        self.seconds: list[float] = []
-
-    def __call__(self, schedule: FaultSchedule) -> Outcome:
-        start = time.monotonic()
-        try:
-            return self.inner(schedule)
-        finally:
-            self.seconds.append(time.monotonic() - start)
 
 
 def one_run(
@@ -100,6 +102,16 @@ def describe(schedule: FaultSchedule) -> str:
     return "; ".join(parts)
 
 
+def find_seconds(runs: _ScenarioRuns, runs_to_find: int) -> float:
+    """Wall seconds of the batches up to the one that found (``runs_to_find`` runs)."""
+    spent, counted = 0.0, 0
+    for size, seconds in zip(runs.batch_sizes, runs.batch_seconds, strict=True):
+        if counted >= runs_to_find:
+            break
+        spent, counted = spent + seconds, counted + size
+    return spent
+
+
 def measure(
     scenario: Scenario, variant: str, space: FaultSpace, args: argparse.Namespace, tmp: Path
 ) -> Row:
@@ -108,30 +120,38 @@ def measure(
     invariant = scenario.catches.get(variant)
     row = Row(scenario.id, variant, invariant or "any")
     progress = print if args.verbose else (lambda _message: None)
-    timed = TimedRuns(_ScenarioRuns(scenario, variant, args.seed, tmp, progress))
-    result = search_schedules(
-        space,
-        timed,
-        seed=args.seed,
-        invariant=invariant,
-        max_examples=args.max_examples,
-        max_shrinks=args.max_shrinks,
-        progress=progress,
-    )
-    if result.found and result.schedule is not None:
+
+    def body(run_batch: BatchFn) -> None:
+        said = _from_trio(progress)
+        runs = _ScenarioRuns(scenario, variant, args.seed, tmp, progress, run_batch)
+        result = search_schedules(
+            space,
+            seed=args.seed,
+            invariant=invariant,
+            max_examples=args.max_examples,
+            max_shrinks=args.max_shrinks,
+            progress=said,
+            jobs=args.jobs,
+            run_many=runs,
+        )
+        if not result.found or result.schedule is None:
+            return
         row.search_runs = result.runs_to_find
-        row.search_s = sum(timed.seconds[: result.runs_to_find])
+        row.search_s = find_seconds(runs, result.runs_to_find)
         row.shrunk = len(result.schedule.events)
         row.shrink_runs = result.shrink_runs
         row.complete = result.shrink_complete
         row.schedule = describe(result.schedule)
-        needed = 0
         events = list(result.schedule.events)
-        for index in range(len(events)):
-            rest = assemble(space, result.schedule.seed, events[:index] + events[index + 1 :])
-            outcome, _ = one_run(scenario, variant, rest, tmp / f"without-{index}.trace")
-            needed += not violations(outcome.verdicts, invariant)
+        without = [
+            assemble(space, result.schedule.seed, events[:index] + events[index + 1 :])
+            for index in range(len(events))
+        ]
+        outcomes = runs(without)
+        needed = sum(not violations(o.verdicts, invariant) for o in outcomes)
         row.needed = f"{needed}/{len(events)}"
+
+    _on_executor(scenario, args.jobs, body)
     spent = 0.0
     for count, seed in enumerate(range(args.sweep_from, args.sweep_from + args.sweep_seeds), 1):
         schedule = generate(space, seed)
@@ -152,7 +172,8 @@ def fmt(value: float | int | None, width: int, miss: str) -> str:
 
 
 def table(rows: Sequence[Row], args: argparse.Namespace) -> str:
-    miss_search, miss_sweep = f">{args.max_examples}", f">{args.sweep_seeds}"
+    miss_search = f">{args.max_examples}"
+    miss_sweep = f">{args.sweep_seeds}" if args.sweep_seeds else "-"
     head = (
         f"{'pack':<9} {'variant':<26} {'invariant':<17} {'runs':>5} {'s':>6} {'shrunk':>6} "
         f"{'shrink':>6} {'needed':>6} | {'sweep':>5} {'s':>6}"
@@ -178,9 +199,10 @@ def median_s(values: Sequence[float | None]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-examples", type=int, default=12)
-    parser.add_argument("--max-shrinks", type=int, default=12)
-    parser.add_argument("--sweep-seeds", type=int, default=12)
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="runs side by side")
+    parser.add_argument("--max-examples", type=int, default=DEFAULT_MAX_EXAMPLES)
+    parser.add_argument("--max-shrinks", type=int, default=DEFAULT_MAX_SHRINKS)
+    parser.add_argument("--sweep-seeds", type=int, default=0, help="0: no sweep baseline")
     parser.add_argument("--seed", type=int, default=0, help="the search seed")
     parser.add_argument("--sweep-from", type=int, default=0, help="the sweep's first seed")
     parser.add_argument("--packs", default="", help="comma-separated (default: every built-in)")
@@ -189,11 +211,17 @@ def main() -> None:
     args = parser.parse_args()
     packs = [p for p in args.packs.split(",") if p] or builtin_scenarios()
     wanted = {v for v in args.variants.split(",") if v}
+    if not 1 <= args.jobs <= 64 or args.sweep_seeds < 0:
+        parser.error("--jobs must be between 1 and 64 and --sweep-seeds >= 0")
     rows: list[Row] = []
+    load = os.getloadavg()
     started = time.monotonic()
     with open_run_dir(prefix="chaos-bench-search-", parent=Path(tempfile.gettempdir())) as tmp:
         for pack in packs:
             scenario = load_scenario(pack)
+            if scenario.images and (why := daemon_available()) is not None:
+                print(f"skipped pack {pack}: its runs need Docker ({why})", flush=True)
+                continue
             space = scenario.fault_space("golden")
             for variant in scenario.variants:
                 if variant == "golden" or (wanted and variant not in wanted):
@@ -204,21 +232,27 @@ def main() -> None:
     print()
     print(
         f"search vs seed sweep from each pack's golden space (search seed {args.seed}, "
-        f"--max-examples {args.max_examples}, --max-shrinks {args.max_shrinks}, "
-        f"sweep seeds {args.sweep_from}-{args.sweep_from + args.sweep_seeds - 1}); "
-        "* = shrinking stopped at its budget"
+        f"--jobs {args.jobs}, --max-examples {args.max_examples}, "
+        f"--max-shrinks {args.max_shrinks}, "
+        + (
+            f"sweep seeds {args.sweep_from}-{args.sweep_from + args.sweep_seeds - 1}); "
+            if args.sweep_seeds
+            else "no sweep); "
+        )
+        + "* = shrinking stopped at its budget"
     )
     print(table(rows, args))
     print(
         f"median seconds to the first violation: search {median_s([r.search_s for r in rows])}, "
-        f"sweep {median_s([r.sweep_s for r in rows])}"
+        f"sweep {median_s([r.sweep_s for r in rows]) if args.sweep_seeds else 'not run'}"
     )
     sizes = [r.shrunk for r in rows if r.shrunk is not None]
     needed = all(r.needed.split("/")[0] == r.needed.split("/")[-1] for r in rows if r.shrunk)
     print(
         f"shrunk schedules: {len(sizes)} of {len(rows)} found, sizes {sizes}; all needed: {needed}"
     )
-    print(f"bench wall time {time.monotonic() - started:.0f} s")
+    print(f"bench wall time {time.monotonic() - started:.0f} s; load average at the start "
+          f"{load[0]:.2f}, at the end {os.getloadavg()[0]:.2f} (1 min)")  # fmt: skip
 
 
 if __name__ == "__main__":

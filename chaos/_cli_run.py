@@ -17,6 +17,7 @@ from chaos.errors import ConfigError
 from chaos.rng import check_seed
 from chaos.run import RunOptions, RunResult, default_trace_path, no_fault_schedule, run_scenario
 from chaos.scenario import Scenario, load_scenario
+from chaos.schedule_file import load_schedule
 
 
 def check_external(postgres_dsn: str | None, nats_url: str | None) -> None:
@@ -38,7 +39,7 @@ _NOT_GRADED: tuple[Path | None, list[str], str | None, list[Path], str | None] =
 
 def run_command(
     scenario: str,
-    seed: int,
+    seed: int | None,
     variant: str,
     out: Path | None,
     as_json: bool,
@@ -46,16 +47,34 @@ def run_command(
     nats_url: str | None,
     graded: tuple[Path | None, list[str], str | None, list[Path], str | None] = _NOT_GRADED,
     no_faults: bool = False,
+    schedule_file: Path | None = None,
 ) -> int:
-    """Run once (``no_faults``: with an empty schedule); print the verdicts (or one JSON
-    object); return the exit code."""
-    check_seed(seed)
+    """Run once (``no_faults``: with an empty schedule; ``schedule_file``: exactly the schedule
+    in that file, under its seed); print the verdicts (or one JSON object); return the exit
+    code."""
+    impl, limits, isolation, hide, sandbox = graded
+    if schedule_file is not None:
+        for flag, given in (("--no-faults", no_faults), ("--impl", impl is not None)):
+            if given:
+                raise ConfigError(f"--schedule does not go with {flag}")
+    if seed is not None:
+        check_seed(seed)
     check_external(postgres_dsn, nats_url)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
     loaded.check_externals(postgres_dsn)
-    impl, limits, isolation, hide, sandbox = graded
-    schedule = no_fault_schedule(loaded, variant, seed) if no_faults else None
+    schedule = None
+    if schedule_file is not None:
+        schedule = load_schedule(schedule_file, loaded, variant)
+        if seed is not None and seed != schedule.seed:
+            raise ConfigError(
+                f"--seed {seed} differs from the seed {schedule.seed} of --schedule "
+                f"{schedule_file} (the run seed is the schedule's; leave --seed out)"
+            )
+        seed = schedule.seed
+    seed = 0 if seed is None else seed
+    if no_faults:
+        schedule = no_fault_schedule(loaded, variant, seed)
     if impl is not None and no_faults:
         raise ConfigError("--no-faults does not go with --impl (a graded run draws its faults)")
     if impl is not None:

@@ -13,8 +13,10 @@ from chaos._cli_out import status_line, verdict_table
 from chaos.rng import check_seed
 from chaos.scenario import load_scenario
 from chaos.search import (
+    DEFAULT_JOBS,
     SearchResult,
     check_budget,
+    check_jobs,
     check_space,
     default_search_trace,
     resume_schedule,
@@ -34,10 +36,12 @@ def search_command(
     as_json: bool,
     space: str = "variant",
     resume: Path | None = None,
+    jobs: int = DEFAULT_JOBS,
 ) -> int:
     """Search; print the result (or one JSON object); return 1 found, 0 not found."""
     check_seed(seed)
     check_budget(max_examples, max_shrinks)
+    check_jobs(jobs)
     check_space(space)
     loaded = load_scenario(scenario)
     loaded.check_variant(variant)
@@ -45,7 +49,10 @@ def search_command(
         start = resume_schedule(loaded, variant, resume, search_space(loaded, variant, space))
         seed = start.seed
     check_out_file(out or default_search_trace(loaded.id, variant), "--out", "trace")
-    title = f"chaos search {loaded.id} --variant {variant} --space {space} --seed {seed}"
+    title = (
+        f"chaos search {loaded.id} --variant {variant} --space {space} --seed {seed} "
+        f"--jobs {jobs}"
+    )
     with status_line(title) as progress:
         result = search_scenario(
             loaded,
@@ -58,6 +65,7 @@ def search_command(
             progress=progress,
             space=space,
             resume=resume,
+            jobs=jobs,
         )
     if as_json:
         print(json.dumps(result.to_json(loaded.id, variant), sort_keys=True, default=str))

@@ -197,7 +197,12 @@ async def _serve_proxy(
 @app.command("run")
 def run(
     scenario: Annotated[str, typer.Argument(help="A built-in scenario (payments) or a folder.")],
-    seed: Annotated[int, typer.Option(help="The run seed: same seed, same faults.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="The run seed: same seed, same faults (default 0; with --schedule, the file's)."
+        ),
+    ] = None,
     variant: Annotated[str, typer.Option(help="golden or a defective variant.")] = "golden",
     out: Annotated[
         Path | None, typer.Option(help="Trace file (default traces/SCENARIO-VARIANT-seedN.trace).")
@@ -231,6 +236,13 @@ def run(
         str | None,
         typer.Option(help="With --impl: process (default) or docker (docs/containers.md)."),
     ] = None,
+    schedule: Annotated[
+        Path | None,
+        typer.Option(
+            help="Run exactly this fault schedule (JSON {seed, space_hash, events}, as "
+            "--json prints it); the run seed is its seed."
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario once: exit 0 all invariants held, 1 violated, 2 bad input, 3 error."""
     from chaos._cli_run import run_command
@@ -238,7 +250,7 @@ def run(
     graded = (impl, limit or [], isolation, hide or [], sandbox)
     _exit_with(
         run_command, scenario, seed, variant, out, as_json, postgres_dsn, nats_url, graded,
-        no_faults,
+        no_faults, schedule,
     )  # fmt: skip
 
 
@@ -361,9 +373,13 @@ def search(
     invariant: Annotated[
         str | None, typer.Option(help="Only a violation of this invariant counts (default: any).")
     ] = None,
-    max_examples: Annotated[int, typer.Option(help="Schedules to draw before giving up.")] = 20,
+    max_examples: Annotated[
+        int, typer.Option(help="Runs to spend finding before giving up (a budget in runs).")
+    ] = 200,
     max_shrinks: Annotated[int, typer.Option(help="Extra runs allowed for shrinking.")] = 40,
-    seed: Annotated[int, typer.Option(help="Search and run seed: same seed, same search.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Search and run seed: same --seed and --jobs, same search.")
+    ] = 0,
     out: Annotated[
         Path | None,
         typer.Option(help="Minimal find's trace (default traces/search-SCENARIO-VARIANT.trace)."),
@@ -379,6 +395,13 @@ def search(
         Path | None,
         typer.Option(help="Keep shrinking the schedule of a trace an earlier search saved."),
     ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            help="Runs side by side: schedules drawn per batch (fixed default, not the CPU "
+            "count: the schedules tried depend on it)."
+        ),
+    ] = 8,
 ) -> None:
     """Search for a violating fault schedule: exit 1 found, 0 none, 2 bad input, 3 error."""
     from chaos._cli_search import search_command
@@ -395,6 +418,7 @@ def search(
         as_json,
         space,
         resume,
+        jobs,
     )
 
 

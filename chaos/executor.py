@@ -31,8 +31,8 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,7 +59,9 @@ MAX_RUN_TIMEOUT_S = 7 * 24 * 3600.0
 @dataclass(frozen=True)
 class RunSpec:
     """One run: ``chaos run SCENARIO --seed SEED --variant VARIANT --json ARGS``, its trace
-    ``out_dir/VARIANT-seedSEED.trace`` (or ``out_dir/trace_name``)."""
+    ``out_dir/VARIANT-seedSEED.trace`` (or ``out_dir/trace_name``). ``schedule``: a fault
+    schedule (``FaultSchedule.to_dict()``, its seed ``SEED``) to run instead of the seed's
+    draw (``chaos run --schedule``; written next to the trace as ``TRACE.schedule.json``)."""
 
     scenario: str
     seed: int
@@ -67,15 +69,36 @@ class RunSpec:
     out_dir: Path
     variant: str = "golden"
     trace_name: str = ""
+    schedule: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.schedule is not None and self.schedule.get("seed") != self.seed:
+            raise ConfigError(
+                f"a run spec's schedule has seed {self.schedule.get('seed')!r}, "
+                f"not the run seed {self.seed}"
+            )
 
     @property
     def trace(self) -> Path:
         return self.out_dir / (self.trace_name or f"{self.variant}-seed{self.seed}.trace")
 
+    def schedule_path(self, trace: Path | None = None) -> Path:
+        """Where ``argv`` writes the schedule: next to the trace."""
+        trace = trace or self.trace
+        return trace.with_name(trace.name + ".schedule.json")
+
     def argv(self, trace: Path | None = None) -> list[str]:
+        """The worker's command line; writes the schedule file first when there is one."""
+        extra: list[str] = []
+        if self.schedule is not None:
+            path = self.schedule_path(trace)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.schedule, sort_keys=True), encoding="utf-8")
+            extra = ["--schedule", str(path)]
         return [
             sys.executable, "-m", "chaos", "run", self.scenario, "--seed", str(self.seed),
-            "--variant", self.variant, "--out", str(trace or self.trace), "--json", *self.args,
+            "--variant", self.variant, "--out", str(trace or self.trace), "--json", *extra,
+            *self.args,
         ]  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,10 +109,12 @@ class RunSpec:
             "out_dir": str(self.out_dir),
             "variant": self.variant,
             "trace_name": self.trace_name,
+            "schedule": self.schedule,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        schedule = data.get("schedule")
         return cls(
             str(data["scenario"]),
             int(data["seed"]),
@@ -97,6 +122,7 @@ class RunSpec:
             Path(data["out_dir"]),
             str(data["variant"]),
             str(data["trace_name"]),
+            None if schedule is None else dict(schedule),
         )
 
 
@@ -159,6 +185,8 @@ class RunOutcome:
 
 
 OnOutcome = Callable[[RunOutcome], None]
+#: A batch runner of ``LocalExecutor.session``: outcomes in the specs' order.
+BatchFn = Callable[[Sequence[RunSpec], "OnOutcome | None"], Awaitable[list[RunOutcome]]]
 
 
 class Executor(Protocol):
@@ -358,8 +386,10 @@ async def run_warm(pool: warm.WarmPool, spec: RunSpec) -> RunOutcome:
     """One run on a warm worker of ``pool`` (``chaos.warm``): the same outcome as
     ``run_one``; a worker that ended before it answered is a lost worker."""
     started, started_wall = time.monotonic(), time.time()
-    request = {"scenario": spec.scenario, "variant": spec.variant, "seed": spec.seed,
-               "out": str(spec.trace)}  # fmt: skip
+    request: dict[str, Any] = {"scenario": spec.scenario, "variant": spec.variant,
+                               "seed": spec.seed, "out": str(spec.trace)}  # fmt: skip
+    if spec.schedule is not None:
+        request["schedule"] = spec.schedule
     try:
         answer = await pool.run(request)
     except warm.WorkerGone as exc:
@@ -399,31 +429,47 @@ class LocalExecutor:
     async def __call__(
         self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
     ) -> list[RunOutcome]:
+        async with self.session(jobs, warm_pool=self.warm_for(specs)) as run_batch:
+            return await run_batch(specs, progress)
+
+    @asynccontextmanager
+    async def session(self, jobs: int, *, warm_pool: bool) -> AsyncIterator[BatchFn]:
+        """Batches one after another on the same workers: ``await run_batch(specs, progress)``
+        runs ``specs`` ``jobs`` at a time and returns their outcomes in the specs' order. With
+        ``warm_pool``, the warm workers (and their servers) are kept between batches; a batch
+        whose specs cannot run warm (``warm_for``) then runs cold, as ``__call__`` would."""
         if jobs < 1:
             raise ConfigError(f"jobs must be >= 1, got {jobs}")
-        limiter = trio.CapacityLimiter(jobs)
-        outcomes: list[RunOutcome | None] = [None] * len(specs)
-        self.used_warm = self.warm_for(specs)
-        pools = warm.open_warm_pool(jobs, concurrency=jobs) if self.used_warm else None
+        pools = warm.open_warm_pool(jobs, concurrency=jobs) if warm_pool else None
 
         async with pools if pools is not None else nullcontext() as pool:
 
-            async def one(index: int, spec: RunSpec) -> None:
-                async def attempt() -> RunOutcome:
-                    if pool is not None:
-                        return await run_warm(pool, spec)
-                    return await run_one(spec, self.run_timeout, jobs)
+            async def run_batch(
+                specs: Sequence[RunSpec], progress: OnOutcome | None = None
+            ) -> list[RunOutcome]:
+                limiter = trio.CapacityLimiter(jobs)
+                outcomes: list[RunOutcome | None] = [None] * len(specs)
+                on_warm = pool if pool is not None and self.warm_for(specs) else None
+                self.used_warm = on_warm is not None
 
-                async with limiter:
-                    outcome = await with_retries(attempt, self.retries)
-                outcomes[index] = outcome
-                if progress is not None:
-                    progress(outcome)
+                async def one(index: int, spec: RunSpec) -> None:
+                    async def attempt() -> RunOutcome:
+                        if on_warm is not None:
+                            return await run_warm(on_warm, spec)
+                        return await run_one(spec, self.run_timeout, jobs)
 
-            async with trio.open_nursery() as nursery:
-                for index, spec in enumerate(specs):
-                    nursery.start_soon(one, index, spec)
-        return [o for o in outcomes if o is not None]
+                    async with limiter:
+                        outcome = await with_retries(attempt, self.retries)
+                    outcomes[index] = outcome
+                    if progress is not None:
+                        progress(outcome)
+
+                async with trio.open_nursery() as nursery:
+                    for index, spec in enumerate(specs):
+                        nursery.start_soon(one, index, spec)
+                return [o for o in outcomes if o is not None]
+
+            yield run_batch
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "run_timeout_s": self.run_timeout, "warm": self.used_warm}

@@ -21,14 +21,15 @@ servers are nobody's fault target. Others still run in the worker (no interprete
 with services of their own.
 
 The worker speaks JSON lines: one request per line on stdin (``scenario``, ``variant``,
-``seed``, ``out``), one answer per line on its stdout (``exit_code``, ``verdict`` as ``chaos
-run --json`` prints it, ``error``; ``retire`` when its servers are no longer clean: it then
-stops them and exits, and a pool starts a fresh worker). A run that fails is an answer (exit
-code 3, or 2 for bad input), never the end of the worker. It stops its services and exits
-when stdin closes, and on SIGINT/SIGTERM/SIGHUP as ``chaos run`` does. If it is SIGKILLed,
-its servers die with it (parent-death signal) and the next harness command or ``chaos gc``
-removes its dir: the warm services are a registered run like any other. ``CHAOS_WARM=0``
-makes ``chaos sweep`` start one cold ``chaos run`` per seed instead.
+``seed``, ``out``, and optionally ``schedule``: a fault schedule as ``chaos run --schedule``
+takes it, its seed the request's), one answer per line on its stdout (``exit_code``,
+``verdict`` as ``chaos run --json`` prints it, ``error``; ``retire`` when its servers are no
+longer clean: it then stops them and exits, and a pool starts a fresh worker). A run that fails
+is an answer (exit code 3, or 2 for bad input), never the end of the worker. It stops its
+services and exits when stdin closes, and on SIGINT/SIGTERM/SIGHUP as ``chaos run`` does. If it
+is SIGKILLed, its servers die with it (parent-death signal) and the next harness command or
+``chaos gc`` removes its dir: the warm services are a registered run like any other.
+``CHAOS_WARM=0`` makes ``chaos sweep`` start one cold ``chaos run`` per seed instead.
 
 A scenario that lists modules in ``Scenario.zygote_preload`` gets a zygote in the worker
 (``chaos.services.zygote``): its own Python services are forked from a pre-imported
@@ -326,12 +327,24 @@ async def run_one(
         out = Path(request["out"]) if request.get("out") else None
         timeout = request.get("settle_timeout_s")
         settle_timeout_s = None if timeout is None else float(timeout)
+        raw_schedule = request.get("schedule")
+        if raw_schedule is not None and not isinstance(raw_schedule, dict):
+            raise TypeError(f"schedule must be an object, got {type(raw_schedule).__name__}")
     except (KeyError, ValueError, TypeError) as exc:
         return _answer(EXIT_BAD_INPUT, None, f"bad request: {exc!r}", started)
     try:
         if name not in scenarios:
             scenarios[name] = load_scenario(name)
         scenario = scenarios[name]
+        schedule = None
+        if raw_schedule is not None:  # as ``chaos run --schedule`` reads and checks it
+            from chaos.schedule_file import check_schedule_targets
+            from faults.model import FaultSchedule
+
+            schedule = FaultSchedule.from_dict(raw_schedule)
+            check_schedule_targets(scenario, variant, schedule)
+            if schedule.seed != seed:
+                raise ConfigError(f"the schedule's seed {schedule.seed} is not the seed {seed}")
         use_warm = warm if getattr(scenario, "warm_services", False) else None
         if use_warm is not None:
             try:
@@ -345,6 +358,7 @@ async def run_one(
             out=out,
             settle_timeout_s=settle_timeout_s,
             warm=use_warm,
+            schedule=schedule,
         )
         result = await run_scenario(options)
     except Exception as exc:  # one run's failure is its answer, not the worker's

@@ -28,7 +28,7 @@ LAYERS = """
 0 ground   chaos=  chaos.errors  chaos.rng  chaos._signals  chaos._checks
 1 model    faults  invariants  replay.trace
 2 run      chaos.scenario  chaos.context  chaos.nemesis  chaos.recorder  chaos.services  chaos.run
-           chaos.sandbox  chaos.stress  chaos.settle  chaos.warm
+           chaos.sandbox  chaos.stress  chaos.settle  chaos.warm  chaos.schedule_file
 P packs    scenarios
 3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grading
            chaos.task  chaos.executor  chaos.executor_ray

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,7 @@ import pytest
 
 import chaos.search
 from chaos import cli
-from chaos.errors import ServiceError
-from chaos.run import RunOptions, RunResult
+from chaos.executor import BatchFn, LocalExecutor, OnOutcome, RunOutcome, RunSpec
 from chaos.scenario import load_scenario
 from replay.trace import read_trace
 
@@ -50,6 +51,8 @@ def one_error_line(err: str) -> str:
         (["no-such-scenario"], "no-such-scenario"),
         (["payments", "--space", "neutral"], "--space must be one of variant, golden"),
         (["payments", "--resume", "/no/such.trace"], "--resume /no/such.trace: cannot read"),
+        (["payments", "--jobs", "0"], "--jobs must be between 1 and 64, got 0"),
+        (["payments", "--jobs", "-2"], "--jobs must be between 1 and 64, got -2"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -61,15 +64,33 @@ def test_bad_input_exits_2_with_one_line(
     assert out == ""
 
 
+class BrokenExecutor(LocalExecutor):
+    """Every run a harness error, as a worker reports one (exit 3, a partial trace left)."""
+
+    @asynccontextmanager
+    async def session(self, jobs: int, *, warm_pool: bool) -> AsyncIterator[BatchFn]:
+        async def run_batch(
+            specs: Sequence[RunSpec], progress: OnOutcome | None = None
+        ) -> list[RunOutcome]:
+            outcomes = []
+            for spec in specs:
+                spec.argv()  # writes the schedule file, as a real worker's command line does
+                partial = spec.trace.with_name(spec.trace.name + ".partial")
+                partial.write_bytes(b"partial")
+                outcome = RunOutcome(spec.seed, 3, error="postgres exited with code 1 during setup")
+                outcome.trace = partial
+                outcomes.append(outcome)
+            return outcomes
+
+        yield run_batch
+
+
 def test_a_harness_error_exits_3_and_leaves_nothing(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    async def broken_run(options: RunOptions) -> RunResult:
-        assert options.out is not None
-        options.out.write_bytes(b"partial")
-        raise ServiceError("postgres exited with code 1 during setup", "FATAL: no space")
-
-    monkeypatch.setattr(chaos.search, "run_scenario", broken_run)
+    # The worker side is the executor's (tests/test_executor.py); here: what search does with
+    # a run that came to no verdict.
+    monkeypatch.setattr(chaos.search, "LocalExecutor", BrokenExecutor)
     # a temp dir of this test's own: another search running on the machine is not ours
     own_tmp = tmp_path / "tmp"
     own_tmp.mkdir()
@@ -82,6 +103,7 @@ def test_a_harness_error_exits_3_and_leaves_nothing(
     assert out == ""
     assert not out_path.exists()
     assert search_temp_dirs() == before
+    assert list(own_tmp.iterdir()) == []
 
 
 @pytest.mark.slow

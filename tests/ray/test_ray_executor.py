@@ -143,6 +143,20 @@ async def test_a_task_killed_mid_run_is_retried(ray_instance: str, tiny: Path) -
     assert not list(left.parent.glob(left.name + "*"))
 
 
+async def test_a_spec_with_a_schedule_runs_that_schedule_on_a_ray_worker(
+    ray_instance: str, tiny: Path
+) -> None:
+    # a space_hash no draw gives: the trace has it only if the spec's schedule was run
+    schedule = {"seed": 0, "space_hash": "sent-with-the-spec", "events": []}
+    out = tiny.parent / "out"
+    spec = RunSpec(str(tiny), 0, (), out, schedule=schedule)
+    [outcome] = await RayExecutor()([spec], 1)
+    assert outcome.outcome == "held", outcome.error
+    assert outcome.result is not None
+    assert outcome.result["schedule"] == schedule
+    assert read_trace(spec.trace).schedule == schedule
+
+
 async def test_a_hanging_run_times_out_with_a_partial_trace(ray_instance: str, tiny: Path) -> None:
     out = tiny.parent / "out"
     out.mkdir()
