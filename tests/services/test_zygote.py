@@ -22,10 +22,16 @@ from chaos.services.zygote import Zygote, current, enabled, open_zygote, open_zy
 SVC = [sys.executable, "-m", "tests.services.zygote_svc"]
 PRELOAD = ("asyncio", "json")
 UNBUF = {"PYTHONUNBUFFERED": "1"}  # as RunContext.start_service sets it
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture
-async def zygote(tmp_path: Path) -> AsyncIterator[Zygote]:
+async def zygote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Zygote]:
+    # tests.services.zygote_svc must import from any working directory (one test runs the
+    # service in tmp_path): the project root on PYTHONPATH, for the zygote and its requests.
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    )
     async with open_zygote(PRELOAD, tmp_path) as z:
         yield z
 
