@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -41,6 +41,15 @@ def _lines(seen: list[tuple[str, str, str]], stream: str) -> list[str]:
 
 
 async def _never() -> bool:
+    return False
+
+
+async def _state_is(pid: int, wanted: Callable[[str], bool]) -> bool:
+    """Whether ``pid``'s /proc state satisfies ``wanted`` within 5 s (a bound, not a timing)."""
+    with trio.move_on_after(5):
+        while not wanted(proc_state(pid)):
+            await trio.sleep(0.01)
+        return True
     return False
 
 
@@ -130,10 +139,10 @@ async def test_stop_kill_pause_and_restart_reach_the_forked_service(zygote: Zygo
     async with open_process_service("sleeper", [*SVC, "sleep"], env=UNBUF, zygote=zygote) as p:
         first = p.pid
         assert first is not None
-        p.pause()
-        assert proc_state(first) == "T"
+        p.pause()  # signals are delivered asynchronously: wait (bounded) for the state
+        assert await _state_is(first, lambda state: state == "T")
         p.resume()
-        assert proc_state(first) != "T"
+        assert await _state_is(first, lambda state: state != "T")
         await p.kill()  # a crash fault
         assert p.returncode == -9
         assert_reaped(first)
