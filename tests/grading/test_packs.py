@@ -46,8 +46,9 @@ class PackCase:
     """What each candidate of a pack is graded on, and what must fail."""
 
     golden_seeds: tuple[int, ...]
-    #: variant -> a seed of the golden fault space where it is caught
-    variants: dict[str, int]
+    #: variant -> seeds of the golden fault space where it is caught (a pause that lands at
+    #: an at_time offset can land in the few ms where the defect does not show: more seeds)
+    variants: dict[str, tuple[int, ...]]
     #: the invariant the do-nothing starter fails
     starter_fails: str
     #: the adversary (a file of candidates/) and the invariant it fails
@@ -56,13 +57,16 @@ class PackCase:
 
 
 CASES = {
-    "payments": PackCase((1,), {"no-idempotency": 1}, "no_lost_messages",
+    "payments": PackCase((1,), {"no-idempotency": (1,)}, "no_lost_messages",
                          "payments_rewrite.py", "exactly_once"),
-    "tenants": PackCase((2, 6), {"session-tenant": 2, "missing-policy": 6,
-                                 "definer-function": 6}, "read_your_writes",
+    "tenants": PackCase((2, 6), {"session-tenant": (2,), "missing-policy": (6,),
+                                 "definer-function": (6,)}, "read_your_writes",
                         "tenants_owner_reads.py", "tenant_isolation"),
-    "leases": PackCase((4, 10, 29), {"no-fencing": 10, "wall-clock-expiry": 4,
-                                     "renew-without-owner-check": 29}, "job_recovered",
+    # no-fencing: seed 10 pauses worker-1 at an at_time offset; if that lands while its
+    # write's reply is in flight, it renews (and learns it lost the lease) before it writes
+    # again, and the stale write never happens (about 1 run in 5): 5 and 12 pause it too.
+    "leases": PackCase((4, 10, 29), {"no-fencing": (10, 5, 12), "wall-clock-expiry": (4,),
+                                     "renew-without-owner-check": (29,)}, "job_recovered",
                        "leases_forge.py", "fencing_tokens"),
 }  # fmt: skip
 
@@ -101,7 +105,7 @@ def pack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         )
     programs["starter"] = scenario.path / scenario.task.starter
     programs["adversary"] = _adversary(tmp, case.adversary)
-    seeds = {"golden": list(case.golden_seeds), **{v: [s] for v, s in case.variants.items()}}
+    seeds = {"golden": list(case.golden_seeds), **{v: list(s) for v, s in case.variants.items()}}
     seeds["starter"] = [case.golden_seeds[0]]
     seeds["adversary"] = [case.golden_seeds[0]]
     grades: dict[str, Grade] = {}
@@ -195,17 +199,19 @@ def test_nothing_is_left_behind(pack: Graded) -> None:
 def test_a_graded_trace_replays_its_candidate_and_refuses_a_changed_one(pack: Graded) -> None:
     variant = next(iter(CASES[pack.scenario.id].variants))
     program = pack.programs[variant]
-    (seed,) = pack.grades[variant].seeds
+    seed = next(s for s in pack.grades[variant].seeds if s.outcome == "violated")
     assert seed.trace is not None
     recorded = read_trace(Path(seed.trace)).header["candidate"]
     assert recorded["path"] == str(program)
     assert recorded["sha256"] == Program.from_path(program).sha256
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "chaos", "replay", seed.trace, "--json"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    # A violation that hangs on where a timed pause lands replays with a fidelity, not
+    # always: at least one of three replays must reproduce it.
+    argv = [sys.executable, "-m", "chaos", "replay", seed.trace, "--json", "--times", "3"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
-    assert report["matched"] == 1, report
+    assert report["matched"] >= 1, report
     replayed = read_trace(Path(report["replays"][0]["trace"])).header["candidate"]
     assert replayed["sha256"] == recorded["sha256"]
     with (program / "main.py").open("a") as f:  # the candidate changes after its grade
