@@ -153,15 +153,20 @@ async def test_a_pool_runs_payments_seeds_on_warm_services(tmp_path: Path, run_r
     assert os.listdir(run_root) == []
 
 
-@pytest.mark.slow
-def test_sigkill_of_a_worker_leaves_nothing_once_gc_ran(tmp_path: Path, run_root: Path) -> None:
-    worker = subprocess.Popen(
+def _start_worker() -> subprocess.Popen[bytes]:
+    """A warm worker process in its own session (JSON requests on stdin)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "chaos.warm"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_worker_leaves_nothing_once_gc_ran(tmp_path: Path, run_root: Path) -> None:
+    worker = _start_worker()
     try:
         assert worker.stdin is not None
         assert worker.stdout is not None
@@ -223,13 +228,7 @@ def _zygote_family(worker: int) -> list[psutil.Process]:
 def test_sigkill_of_a_worker_mid_run_leaves_no_zygote_or_forked_service(
     tmp_path: Path, run_root: Path, how: str
 ) -> None:
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "chaos.warm"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    worker = _start_worker()
     try:
         assert worker.stdin is not None
         request = {"scenario": "payments", "seed": 5, "out": str(tmp_path / "5.trace")}
