@@ -63,6 +63,7 @@ from chaos.services import (
 )
 from chaos.services._netns import NetNamespace
 from chaos.services._reaper import family, read_entry, signal_family
+from chaos.services.clock import open_faketime_shared
 from invariants.history import SERVICE_PREFIX
 
 if TYPE_CHECKING:
@@ -330,7 +331,14 @@ class _Site:
             self.cgroup = create_cgroup(
                 f"chaos-{uuid.uuid4().hex[:12]}", limits.memory_mb << 20, limits.processes
             )
-        config = self._config(env, scratch, skew)
+        shared = None
+        if not self.root:
+            # the machine's /dev/shm: libfaketime would make a pair per candidate process,
+            # left behind by every crash; one pair of its own, removed however it ends
+            # (with a root of its own, its /dev/shm is a private tmpfs)
+            owner = (self.uid.uid, self.uid.gid) if self.uid else None
+            shared = stack.enter_context(open_faketime_shared("candidate", owner))
+        config = self._config(env, scratch, skew, shared)
         path = self.dir / "launch.json"
         path.write_text(json.dumps(config))
         path.chmod(0o600)
@@ -472,7 +480,9 @@ class _Site:
         for sock, (_port, what) in zip(sockets[len(links) :], wires.items(), strict=True):
             self.tripwires.append((trio.socket.from_stdlib_socket(sock), what))
 
-    def _config(self, env: dict[str, str], scratch: Path, skew: SkewFile) -> dict[str, Any]:
+    def _config(
+        self, env: dict[str, str], scratch: Path, skew: SkewFile, shared: str | None
+    ) -> dict[str, Any]:
         limits = self.limits
         program = self.candidate.program
         entry = program.entry or program.path.name
@@ -508,6 +518,8 @@ class _Site:
                 DONT_FAKE_MONOTONIC="1",
                 FAKETIME_FORCE_MONOTONIC_FIX="0",
             )
+            if shared is not None:
+                child_env["FAKETIME_SHARED"] = shared
         cpu = int(limits.cpu_s) + 1
         rlimits: dict[str, list[int]] = {
             "cpu": [cpu, cpu + 1],

@@ -13,6 +13,9 @@ import ctypes
 import math
 import os
 import struct
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -76,7 +79,12 @@ class SkewFile:
         }
 
 
-def create_faketime_shared(tag: str) -> str:
+def faketime_shared_paths(tag: str) -> tuple[Path, Path]:
+    """The semaphore and shared memory files of the pair named after ``tag``."""
+    return _SHM_DIR / f"sem.faketime_sem_{tag}", _SHM_DIR / f"faketime_shm_{tag}"
+
+
+def create_faketime_shared(tag: str, owner: tuple[int, int] | None = None) -> str:
     """Create a libfaketime semaphore + shared memory pair named after ``tag`` and return the
     ``FAKETIME_SHARED`` value that makes processes use it instead of making their own.
 
@@ -84,6 +92,7 @@ def create_faketime_shared(tag: str) -> str:
     process and removes them only when the process exits normally; with one pair per run,
     named after the run, the harness knows (and removes) every file, however a process ends.
     The shared memory starts as libfaketime's own would (no ticks, start times unset).
+    ``owner`` (uid, gid): the user whose processes use it (both files are mode 0600).
     """
     sem_name, shm_name = f"/faketime_sem_{tag}", f"/faketime_shm_{tag}"
     libc = ctypes.CDLL(None, use_errno=True)
@@ -98,12 +107,46 @@ def create_faketime_shared(tag: str) -> str:
     # struct ft_shared_s: ticks, file_idx, then the start times (real, monotonic, raw, boot)
     # as {tv_sec, tv_nsec}, tv_nsec -1 meaning "not taken yet".
     state = struct.pack("=QQ" + "qq" * 4, 0, 0, *(0, -1) * 4)
-    fd = os.open(_SHM_DIR / shm_name.lstrip("/"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, state)
-    finally:
-        os.close(fd)
+        fd = os.open(_SHM_DIR / shm_name.lstrip("/"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, state)
+        finally:
+            os.close(fd)
+        if owner is not None:
+            for path in faketime_shared_paths(tag):
+                os.chown(path, *owner)
+    except OSError as exc:
+        remove_faketime_shared(tag)
+        raise ServiceError(
+            f"cannot create the libfaketime shared memory {shm_name}: {exc.strerror or exc}"
+        ) from None
     return f"{sem_name} {shm_name}"
+
+
+def remove_faketime_shared(tag: str) -> None:
+    """Remove the pair ``create_faketime_shared(tag)`` made (what is left of it)."""
+    for path in faketime_shared_paths(tag):
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def open_faketime_shared(name: str, owner: tuple[int, int] | None = None) -> Iterator[str]:
+    """A pair of its own for a group of processes (``FAKETIME_SHARED``), removed when the
+    block ends; inside a registered run it is also written down in the run's registration,
+    so a harness killed before the end leaves it to the next collection."""
+    from chaos.services import registry
+
+    registration = registry.current()
+    prefix = f"chaos-{registration.run_id}" if registration else f"chaos-{os.getpid()}"
+    tag = f"{prefix}-{name}-{uuid.uuid4().hex[:8]}"
+    if registration is not None:
+        for path in faketime_shared_paths(tag):
+            registration.add_file(path)
+    try:
+        yield create_faketime_shared(tag, owner)
+    finally:
+        remove_faketime_shared(tag)
 
 
 def release_faketime_state(pid: int) -> None:

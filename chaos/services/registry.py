@@ -243,10 +243,10 @@ class Registration:
         shared memory per run, named after it, instead of one pair per process (which a
         killed process never removes)."""
         if self._faketime is None:
-            from chaos.services.clock import create_faketime_shared
+            from chaos.services.clock import create_faketime_shared, faketime_shared_paths
 
             tag = f"chaos-{self.run_id}"
-            for path in (_SHM / f"sem.faketime_sem_{tag}", _SHM / f"faketime_shm_{tag}"):
+            for path in faketime_shared_paths(tag):
                 self.add_file(path)
             self._faketime = create_faketime_shared(tag)
         return self._faketime

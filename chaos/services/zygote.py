@@ -49,7 +49,7 @@ import trio
 from chaos.services import registry
 from chaos.services._reaper import become_subreaper, read_entry
 from chaos.services._spawn import DEVNULL, Child, spawn
-from chaos.services.clock import SkewFile
+from chaos.services.clock import SkewFile, open_faketime_shared
 
 ENV = "CHAOS_ZYGOTE"
 _MAIN = Path(__file__).with_name("_zygote_main.py")
@@ -241,9 +241,23 @@ async def open_zygote(preload: Sequence[str], run_dir: Path) -> AsyncIterator[Zy
     neutral = SkewFile(run_dir / "zygote.faketime")
     env = {**os.environ, **neutral.env(), "PYTHONUNBUFFERED": "1"}
     registration = registry.current()
-    if registration is not None:
-        env["FAKETIME_SHARED"] = registration.faketime_shared()
-        env.update(registration.marker_env())
+    async with AsyncExitStack() as stack:
+        # libfaketime's pair: the run's, or one of the zygote's own outside a run (never
+        # libfaketime's per-process files: the zygote ends with _exit, which skips the
+        # library's destructor that removes them)
+        if registration is not None:
+            env["FAKETIME_SHARED"] = registration.faketime_shared()
+            env.update(registration.marker_env())
+        else:
+            env["FAKETIME_SHARED"] = stack.enter_context(open_faketime_shared("zygote"))
+        async with _started_zygote(preload, env, registration) as zygote:
+            yield zygote
+
+
+@asynccontextmanager
+async def _started_zygote(
+    preload: Sequence[str], env: dict[str, str], registration: registry.Registration | None
+) -> AsyncIterator[Zygote]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         child = spawn(

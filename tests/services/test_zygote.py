@@ -188,6 +188,35 @@ async def test_per_service_clock_skew_and_a_change_while_running(
     assert set(seen["plain"]) == {0}
 
 
+def _faketime_files() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(("faketime_", "sem.faketime_"))}
+
+
+async def test_outside_a_run_the_zygote_and_a_killed_skewed_fork_leave_no_libfaketime_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No registration here: libfaketime would make a semaphore + shared memory pair named
+    # after the zygote's pid, which its _exit never removes (nor a SIGKILLed fork's).
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    )
+    before = _faketime_files()
+    async with open_zygote(PRELOAD, tmp_path) as zygote:
+        pair = {n for n in _faketime_files() - before if "-zygote-" in n}
+        assert len(pair) == 2, _faketime_files() - before  # its own, named after this process
+        skew = SkewFile(tmp_path / "skewed.faketime", 3600)
+        async with open_process_service(
+            "skewed", [*SVC, "sleep"], faketime=skew, env=UNBUF, zygote=zygote
+        ) as p:
+            assert zygote.forks == 1
+            await p.kill()  # a crash fault
+        zygote_pid = zygote.child.pid
+    assert p.pid is not None
+    pids = {str(zygote_pid), str(p.pid)}
+    left = _faketime_files() - before
+    assert {n for n in left if n.rsplit("_", 1)[-1] in pids or "-zygote-" in n} == set()
+
+
 async def test_anything_but_python_dash_m_is_execd(zygote: Zygote) -> None:
     async with open_process_service(
         "plain", [sys.executable, "-c", "print(1)"], env=UNBUF, zygote=zygote

@@ -1,0 +1,73 @@
+"""A crashed candidate leaves no libfaketime files behind, under every isolation.
+
+libfaketime makes a semaphore and a shared memory file in /dev/shm for each process that
+loads it, named after its pid, and removes them only in a destructor a SIGKILLed process never
+runs. A candidate on the machine's /dev/shm (isolation user or uid) uses one pair made for its
+sandbox instead, removed with it; with isolation root its /dev/shm is a private tmpfs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.errors import ConfigError
+from chaos.sandbox.candidate import Program
+from chaos.sandbox.process import ISOLATIONS, ProcessSandbox
+from chaos.scenario import Scenario
+from faults.schedule import generate
+
+ROOT = Path(__file__).resolve().parents[2]
+PER_PROCESS = re.compile(r"^(faketime_shm_|sem\.faketime_sem_)\d+$")
+
+
+def _available(isolation: str, program: Path) -> bool:
+    try:
+        ProcessSandbox(isolation).check(Program.from_path(program))
+    except ConfigError:
+        return False
+    return True
+
+
+def _libfaketime_files() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if "faketime_" in n}
+
+
+def _a_crash_seed(payments: Scenario) -> int:
+    """The first golden seed whose schedule SIGKILLs the consumer (from the pack's own
+    space, so the test follows a change of it)."""
+    space = payments.fault_space("golden")
+    for seed in range(1000):
+        events = generate(space, seed).events
+        if any(e.kind == "crash" and e.target.name == "consumer" for e in events):
+            return seed
+    raise AssertionError("no payments golden seed below 1000 crashes the consumer")
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_sigkilled_candidate_leaves_no_libfaketime_files(
+    isolation: str, golden: Path, payments: Scenario, tmp_path: Path
+) -> None:
+    if not _available(isolation, golden):
+        pytest.skip(f"--isolation {isolation} is not available on this machine")
+    seed = _a_crash_seed(payments)
+    before = _libfaketime_files()
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos", "run", "payments", "--impl", str(golden),
+         "--isolation", isolation, "--seed", str(seed), "--json",
+         "--out", str(tmp_path / "graded.trace")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert "SIGKILL" in [e.get("signame") for e in result["candidate"]["exits"]], result
+    left = _libfaketime_files() - before
+    assert {n for n in left if PER_PROCESS.match(n)} == set()
+    assert {n for n in left if "-candidate-" in n} == set()  # the sandbox's own pair too
