@@ -161,9 +161,13 @@ def test_search_finds_no_idempotency_from_the_golden_space_and_shrinks_it(
             [sys.executable, "-m", "chaos", *args], capture_output=True, text=True, timeout=900
         )
 
+    # Search seed 1's first draw loses the 6th order's ack twice (and publishes the 19th
+    # twice, which JetStream stores once): a redelivery, charged again, every time. Seed 0's
+    # first draw crashes the consumer, which may land between its charge and its commit and
+    # then breaks consistent_final_state as well.
     done = chaos_cli(
         "search", "payments", "--variant", "no-idempotency", "--space", "golden",
-        "--invariant", "exactly_once", "--json", "--out", str(trace),
+        "--invariant", "exactly_once", "--seed", "1", "--json", "--out", str(trace),
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     found: dict[str, Any] = json.loads(done.stdout)
