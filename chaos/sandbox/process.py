@@ -63,7 +63,6 @@ from chaos.services import (
 )
 from chaos.services._netns import NetNamespace
 from chaos.services._reaper import family, read_entry, signal_family
-from chaos.services.clock import open_faketime_shared
 from invariants.history import SERVICE_PREFIX
 
 if TYPE_CHECKING:
@@ -337,7 +336,7 @@ class _Site:
             # left behind by every crash; one pair of its own, removed however it ends
             # (with a root of its own, its /dev/shm is a private tmpfs)
             owner = (self.uid.uid, self.uid.gid) if self.uid else None
-            shared = stack.enter_context(open_faketime_shared("candidate", owner))
+            shared = stack.enter_context(registry.open_faketime_shared("candidate", owner))
         config = self._config(env, scratch, skew, shared)
         path = self.dir / "launch.json"
         path.write_text(json.dumps(config))

@@ -13,9 +13,6 @@ import ctypes
 import math
 import os
 import struct
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -128,25 +125,6 @@ def remove_faketime_shared(tag: str) -> None:
     """Remove the pair ``create_faketime_shared(tag)`` made (what is left of it)."""
     for path in faketime_shared_paths(tag):
         path.unlink(missing_ok=True)
-
-
-@contextmanager
-def open_faketime_shared(name: str, owner: tuple[int, int] | None = None) -> Iterator[str]:
-    """A pair of its own for a group of processes (``FAKETIME_SHARED``), removed when the
-    block ends; inside a registered run it is also written down in the run's registration,
-    so a harness killed before the end leaves it to the next collection."""
-    from chaos.services import registry
-
-    registration = registry.current()
-    prefix = f"chaos-{registration.run_id}" if registration else f"chaos-{os.getpid()}"
-    tag = f"{prefix}-{name}-{uuid.uuid4().hex[:8]}"
-    if registration is not None:
-        for path in faketime_shared_paths(tag):
-            registration.add_file(path)
-    try:
-        yield create_faketime_shared(tag, owner)
-    finally:
-        remove_faketime_shared(tag)
 
 
 def release_faketime_state(pid: int) -> None:

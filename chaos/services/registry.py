@@ -38,6 +38,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,6 +332,30 @@ def registered(registration: Registration) -> Iterator[Registration]:
             _current.reset(token)
         except ValueError:  # left in another context: restore by value
             _current.set(None)
+
+
+@contextlib.contextmanager
+def open_faketime_shared(name: str, owner: tuple[int, int] | None = None) -> Iterator[str]:
+    """A libfaketime pair of its own for a group of processes (the ``FAKETIME_SHARED``
+    value), removed when the block ends; inside a registered run it is also written down in
+    the run's registration, so a harness killed before the end leaves it to the next
+    collection. ``owner`` (uid, gid): the user whose processes use it."""
+    from chaos.services.clock import (
+        create_faketime_shared,
+        faketime_shared_paths,
+        remove_faketime_shared,
+    )
+
+    registration = current()
+    prefix = f"chaos-{registration.run_id}" if registration else f"chaos-{os.getpid()}"
+    tag = f"{prefix}-{name}-{uuid.uuid4().hex[:8]}"
+    if registration is not None:
+        for path in faketime_shared_paths(tag):
+            registration.add_file(path)
+    try:
+        yield create_faketime_shared(tag, owner)
+    finally:
+        remove_faketime_shared(tag)
 
 
 def _emergency() -> None:

@@ -49,7 +49,7 @@ import trio
 from chaos.services import registry
 from chaos.services._reaper import become_subreaper, read_entry
 from chaos.services._spawn import DEVNULL, Child, spawn
-from chaos.services.clock import SkewFile, open_faketime_shared
+from chaos.services.clock import SkewFile
 
 ENV = "CHAOS_ZYGOTE"
 _MAIN = Path(__file__).with_name("_zygote_main.py")
@@ -249,7 +249,7 @@ async def open_zygote(preload: Sequence[str], run_dir: Path) -> AsyncIterator[Zy
             env["FAKETIME_SHARED"] = registration.faketime_shared()
             env.update(registration.marker_env())
         else:
-            env["FAKETIME_SHARED"] = stack.enter_context(open_faketime_shared("zygote"))
+            env["FAKETIME_SHARED"] = stack.enter_context(registry.open_faketime_shared("zygote"))
         async with _started_zygote(preload, env, registration) as zygote:
             yield zygote
 
