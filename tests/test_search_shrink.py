@@ -11,7 +11,13 @@ import pytest
 from chaos.errors import ConfigError
 from chaos.rng import SEED_MAX, derive_seed
 from chaos.scenario import load_scenario
-from chaos.search import Outcome, resume_schedule, search_schedules, search_space
+from chaos.search import (
+    FRESH_TRIES,
+    Outcome,
+    resume_schedule,
+    search_schedules,
+    search_space,
+)
 from faults._draw import assemble
 from faults.model import AtTime, FaultEvent, FaultSchedule, OnConnection
 from faults.schedule import generate
@@ -263,6 +269,30 @@ def test_an_event_that_seemed_needed_once_gets_one_more_try_without_it() -> None
     without_latency = assemble(PAYMENTS, 0, [e for e in start.events if e.kind == "redeliver"])
     assert run.calls.count(without_latency) == 2  # held once, violated on its second try
     assert result.tried == len(run.calls)
+
+
+def test_an_event_is_kept_only_after_held_runs_without_it_on_every_fresh_try() -> None:
+    start = full_schedule(PAYMENTS, ["latency", "redeliver"])
+    without_latency = assemble(PAYMENTS, 0, [e for e in start.events if e.kind == "redeliver"])
+    tries: list[bytes] = []
+
+    def racy(s: FaultSchedule) -> bool:
+        """Needs a redelivery; without the latency, holds on its first three runs."""
+        if s.to_msgpack() == without_latency.to_msgpack():
+            tries.append(s.to_msgpack())
+            return len(tries) == 4
+        return has("redeliver", s)
+
+    result = search_schedules(PAYMENTS, Fake(racy), start=start, max_shrinks=100)
+    assert result.schedule is not None
+    assert [e.kind for e in result.schedule.events] == ["redeliver"]
+    assert len(tries) == 4 == 1 + FRESH_TRIES
+
+    never = Fake(lambda s: has("redeliver", s) and has("latency", s))
+    kept = search_schedules(PAYMENTS, never, start=start, max_shrinks=100)
+    assert kept.schedule is not None
+    assert sorted(e.kind for e in kept.schedule.events) == ["latency", "redeliver"]
+    assert never.calls.count(without_latency) == 1 + FRESH_TRIES  # then it is kept
 
 
 def test_a_schedule_of_one_needed_event_gets_no_second_try() -> None:
