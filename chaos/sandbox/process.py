@@ -497,7 +497,10 @@ class _Site:
             home, tmp, where = str(scratch), str(scratch / "tmp"), str(self.dir / "program")
             clock_file = str(skew.path)
             preload = str(faketime) if faketime else None
-        python = str(Path(sys.executable).resolve())
+        # With a root of its own, the real interpreter (its prefix and the task's libraries
+        # are mounted); without, this one as started: from a virtual environment, the
+        # environment's packages (resolving the link would leave them behind)
+        python = str(Path(sys.executable).resolve()) if self.root else sys.executable
         argv = (
             [python, "-s", f"{where}/{entry}"] if program.kind == "python" else [f"{where}/{entry}"]
         )
