@@ -133,7 +133,10 @@ class ProcessSandbox:
                 "--isolation root needs namespaces (CAP_SYS_ADMIN); this machine refuses them"
             )
         if self.isolation == "uid" and program is not None and program.kind == "python":
-            closed = _closed_to_others(Path(sys.executable).resolve())
+            # the interpreter as the candidate starts it (a virtual environment's link) and
+            # the real one it leads to
+            started = Path(sys.executable)
+            closed = _closed_to_others(started.parent) or _closed_to_others(started.resolve())
             if closed is not None:
                 raise ConfigError(
                     f"--isolation uid: the candidate's own uid cannot reach Python "

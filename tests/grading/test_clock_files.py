@@ -11,15 +11,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from chaos.errors import ConfigError
 from chaos.sandbox.candidate import Program
-from chaos.sandbox.process import ISOLATIONS, ProcessSandbox
+from chaos.sandbox.process import ISOLATIONS, ProcessSandbox, _closed_to_others
 from chaos.scenario import Scenario
 from faults.schedule import generate
 
@@ -71,3 +73,21 @@ def test_a_sigkilled_candidate_leaves_no_libfaketime_files(
     left = _libfaketime_files() - before
     assert {n for n in left if PER_PROCESS.match(n)} == set()
     assert {n for n in left if "-candidate-" in n} == set()  # the sandbox's own pair too
+
+
+def test_an_interpreter_behind_a_closed_folder_is_found_closed() -> None:
+    # in /dev/shm: every folder on the way is open to others (pytest's own tmp is not)
+    root = Path(tempfile.mkdtemp(prefix="chaos-test-closed-", dir="/dev/shm"))
+    try:
+        root.chmod(0o755)
+        for name, mode in (("open", 0o755), ("closed", 0o700)):
+            python = root / name / "venv" / "bin" / "python"
+            python.parent.mkdir(parents=True)
+            python.write_text("")
+            python.chmod(0o755)
+            (root / name).chmod(mode)
+        assert _closed_to_others(root / "open" / "venv" / "bin") is None
+        assert _closed_to_others(root / "open" / "venv" / "bin" / "python") is None
+        assert _closed_to_others(root / "closed" / "venv" / "bin") == root / "closed"
+    finally:
+        shutil.rmtree(root)
