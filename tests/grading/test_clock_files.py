@@ -23,6 +23,7 @@ from chaos.errors import ConfigError
 from chaos.sandbox.candidate import Program
 from chaos.sandbox.process import ISOLATIONS, ProcessSandbox, _closed_to_others
 from chaos.scenario import Scenario
+from chaos.services import open_run_dir, registry
 from faults.schedule import generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,3 +92,24 @@ def test_an_interpreter_behind_a_closed_folder_is_found_closed() -> None:
         assert _closed_to_others(root / "closed" / "venv" / "bin") == root / "closed"
     finally:
         shutil.rmtree(root)
+
+
+def test_a_group_pair_belongs_to_its_owner_is_registered_and_goes_with_the_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what --isolation uid gives its candidate's uid (a uid of nobody's, as root)
+    owner = (65534, 65534) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    monkeypatch.setenv("CHAOS_REGISTRY_DIR", str(tmp_path / "registry"))
+    with open_run_dir(parent=tmp_path):
+        run = registry.current()
+        assert run is not None
+        with registry.open_faketime_shared("candidate", owner) as shared:
+            sem, shm = (Path("/dev/shm") / n.lstrip("/") for n in shared.split())
+            sem = sem.with_name(f"sem.{sem.name}")
+            for path in (sem, shm):
+                assert (path.stat().st_uid, path.stat().st_gid) == owner
+                assert path.name.startswith((f"faketime_shm_chaos-{run.run_id}-candidate-",
+                                             f"sem.faketime_sem_chaos-{run.run_id}-candidate-"))
+                assert path in run.files  # a killed harness leaves it to the next collection
+        assert not sem.exists()
+        assert not shm.exists()
