@@ -24,9 +24,9 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import trio
 
+from chaos.replay import prepare_replay, run_replays
 from chaos.run import RunOptions, run_scenario
 from chaos.scenario import load_scenario
-from replay.replay import prepare_replay, run_replays
 
 TARGET = 0.95
 

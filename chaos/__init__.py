@@ -1,6 +1,6 @@
-"""chaos-harness. Importing ``chaos`` loads nothing else (the ground floor, ``chaos.errors``
-and ``chaos.rng``, may be imported alone); ``chaos.grade`` and ``chaos.Grade``, the grading
-API, load the grading engine on first use (PEP 562)."""
+"""chaos-harness: the run, the engines and the faces (docs/architecture.md). Importing
+``chaos`` loads nothing else; ``chaos.grade`` and ``chaos.Grade``, the grading API, load the
+grading engine on first use (PEP 562)."""
 
 from typing import Any
 

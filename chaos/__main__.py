@@ -2,28 +2,22 @@
 
 SIGINT, SIGTERM and SIGHUP get the harness's handlers before the CLI's imports (typer, trio,
 the services) run, so even a Ctrl-C during start-up is one line and exit 130, not a
-KeyboardInterrupt traceback.
+KeyboardInterrupt traceback (``ground._signals.run_program``).
 """
 
 from __future__ import annotations
 
-from chaos import _signals
+from ground import _signals
+
+
+def _chaos() -> int:
+    from chaos.cli import run_cli
+
+    return run_cli()
 
 
 def main() -> None:
-    _signals.install()
-    try:
-        try:
-            from chaos.cli import main as cli_main
-        except _signals.Interrupted as exc:
-            _signals.ignore_further()
-            _signals.say(
-                f"chaos: error: {_signals.describe(exc.signum)} before the command started"
-            )
-            raise SystemExit(exc.exit_code) from None
-        cli_main()
-    finally:
-        _signals.ignore_further()  # done: a signal now must not kill the exit silently
+    _signals.run_program(_chaos)
 
 
 if __name__ == "__main__":

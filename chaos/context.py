@@ -4,28 +4,34 @@
 ``settled`` and ``final_state``; the nemesis reads the same object (through the small
 ``chaos.nemesis.NemesisContext`` protocol). Everything the context starts is entered on the
 run's exit stack, so it stops when the run ends, however it ends.
+
+Size (about 580 lines): ``RunContext`` is the whole API a pack's hooks get (services,
+containers, links, subjects, streams, readers); one class, documented in docs/scenarios.md.
 """
 
 from __future__ import annotations
 
+import functools
+import secrets
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from chaos.errors import ConfigError
 from chaos.recorder import Recorder
-from chaos.rng import derive_rng
 from chaos.services import (
     ManagedProcess,
     NatsService,
+    PostgresReader,
     PostgresService,
     RestartPolicy,
     SkewFile,
+    create_reader,
+    drop_role,
     external_nats,
     external_postgres,
     open_nats,
@@ -35,24 +41,79 @@ from chaos.services import (
     zygote,
 )
 from chaos.services.container import ContainerService, open_container
-from chaos.services.images import image_ref
+from chaos.services.images import Image, image_ref
+from chaos.services.nats import check_external_nats
+from chaos.services.postgres import check_external_postgres
+from chaos.services.ready import ReadyLine
 from faults.proxy import Proxy, ProxyServer
+from ground._moved import moved
+from ground.errors import ConfigError
+from ground.rng import derive_rng
 from invariants.history import SERVICE_PREFIX
 
 if TYPE_CHECKING:
-    from chaos.sandbox.candidate import Candidate
-    from chaos.scenario import Scenario
-    from chaos.warm import WarmServices
+    from chaos.nemesis.protocol import Subject
+
+#: Old paths of names that moved (a DeprecationWarning naming the new one, for one release).
+__getattr__ = moved(__name__, {"Subject": "chaos.nemesis"})
 
 
-@dataclass(frozen=True)
-class Subject:
-    """A message subject faults can target: where it is published and consumed."""
+# What the context reads of the scenario, the candidate and the warm servers it is given: the
+# types that hold them (``chaos.scenario.Scenario``, ``chaos.sandbox.Candidate``,
+# ``chaos.warm.WarmServices``) use ``RunContext`` in their own signatures, so they sit above
+# this module and the context sees them through these protocols.
 
-    nats_subject: str
-    stream: str
-    consume_link: str
-    publish_link: str
+
+class TaskView(Protocol):
+    @property
+    def service(self) -> str: ...
+
+
+class ScenarioView(Protocol):
+    """The scenario of a run as its context uses it (``chaos.scenario.Scenario``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def subjects(self) -> Mapping[str, Subject]: ...
+
+    @property
+    def restart(self) -> RestartPolicy: ...
+
+    @property
+    def images(self) -> Sequence[str | Image]: ...
+
+    @property
+    def task(self) -> TaskView | None: ...
+
+
+class StandIn(Protocol):
+    """A graded run's candidate (``chaos.sandbox.Candidate``): it starts in place of the
+    task's service."""
+
+    def replaces(self, name: str) -> bool: ...
+
+    async def start(
+        self,
+        ctx: RunContext,
+        name: str,
+        env: dict[str, str],
+        ready_line: str | None,
+        wait: bool,
+    ) -> ManagedProcess | ContainerService: ...
+
+
+class KeptServers(Protocol):
+    """A warm worker's kept servers (``chaos.warm.WarmServices``): a fresh database and
+    stream on them for each run."""
+
+    async def postgres(self, ctx: RunContext) -> PostgresService: ...
+
+    async def nats_for(self, ctx: RunContext) -> NatsService: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +135,7 @@ class RunContext:
     def __init__(
         self,
         *,
-        scenario: Scenario,
+        scenario: ScenarioView,
         seed: int,
         variant: str,
         run_dir: Path,
@@ -82,8 +143,8 @@ class RunContext:
         proxies: ProxyServer,
         recorder: Recorder,
         externals: ExternalServices | None = None,
-        candidate: Candidate | None = None,
-        warm: WarmServices | None = None,
+        candidate: StandIn | None = None,
+        warm: KeptServers | None = None,
     ) -> None:
         self.scenario = scenario
         self.seed = seed
@@ -130,6 +191,7 @@ class RunContext:
         """The run's PostgreSQL: embedded (own cluster, free port) unless a DSN was given."""
         if self.externals.postgres_dsn:
             pg = external_postgres(self.externals.postgres_dsn)
+            await check_external_postgres(pg)  # unreachable, refusing: exit 3, one line
         elif self.warm is not None:
             pg = await self.warm.postgres(self)
         else:
@@ -141,10 +203,43 @@ class RunContext:
         self.dependencies.append(pg)
         return pg
 
+    async def postgres_reader(
+        self,
+        pg: PostgresService,
+        *,
+        database: str | None = None,
+        writers: Mapping[str, Iterable[str]] | None = None,
+        tables: Iterable[tuple[str, str]] = (),
+    ) -> PostgresReader:
+        """The harness's reader of ``database`` (default ``pg``'s) on ``pg``: how a scenario
+        reads what a program under test can write (``chaos.services.create_reader``: a
+        role that cannot escalate, reading plain data only, or refusing with
+        ``Unreadable``). ``writers``: schema -> the roles whose tables there it reads;
+        ``tables``: the harness's own ``(schema, table)`` it reads. Make it before the
+        writers run. Closed when the run ends; on a shared server its role has a name of its
+        own and is dropped."""
+        name = f"chaos_{secrets.token_hex(4)}_reader" if self.shared_services else "chaos_reader"
+        make = functools.partial(
+            create_reader, pg, name=name, database=database, writers=writers, tables=tables
+        )
+        reader = await trio.to_thread.run_sync(make)
+        if self.shared_services:
+
+            async def drop() -> None:
+                with trio.CancelScope(shield=True), trio.move_on_after(10):
+                    await trio.to_thread.run_sync(
+                        functools.partial(drop_role, pg, name, database=reader.database)
+                    )
+
+            self.stack.push_async_callback(drop)
+        self.stack.callback(reader.close)
+        return reader
+
     async def nats(self) -> NatsService:
         """The run's NATS with JetStream: embedded unless a URL was given."""
         if self.externals.nats_url:
             nats = external_nats(self.externals.nats_url)
+            await check_external_nats(nats)  # unreachable, not NATS, refusing: exit 3
         elif self.warm is not None:
             nats = await self.warm.nats_for(self)
         else:
@@ -182,6 +277,7 @@ class RunContext:
         except KeyError:
             raise ConfigError(
                 f"no link {name!r} in this run (links: {', '.join(self._links) or 'none'})"
+                f"{self._absent_hint()}"
             ) from None
 
     def subject(self, name: str) -> Subject:
@@ -233,6 +329,7 @@ class RunContext:
         ready_line: str | None = None,
         wait: bool = True,
         restart: RestartPolicy | None = None,
+        ready_timeout_s: float = 30.0,
     ) -> ManagedProcess | ContainerService:
         """Start a service under test (its wall clock skewable) and wait until it prints
         ``ready_line`` (if given; with ``wait=False`` call ``ready`` later, to start several
@@ -243,7 +340,9 @@ class RunContext:
         default ``Scenario.restart``; ``RestartPolicy.never()`` opts out). In a graded run
         the candidate's program runs in place of the task's service (``chaos.sandbox``):
         same ready line, only the task's environment variables, its output logged but never
-        history."""
+        history. ``ready_timeout_s``: how long it may take to print its ready line (default
+        30 s); a service that exits first, or never prints it, fails the run (exit 3) with its
+        last log lines, the other services' errors before it and the trace."""
         if self.candidate is not None and self.candidate.replaces(name):
             candidate = await self.candidate.start(self, name, dict(env or {}), ready_line, wait)
             self._services[name] = candidate
@@ -255,19 +354,11 @@ class RunContext:
                 {"pid": candidate.pid, "candidate": True},
             )
             return candidate
-        # The start whose ready line was seen last (an incarnation killed before it was
-        # ready never prints one, so counting lines would fall behind the starts).
-        seen = {"ready": 0}
-        holder: list[ManagedProcess] = []
+        ready = ReadyLine(ready_line)
 
         def sink(service: str, stream: str, line: str) -> None:
-            if ready_line is not None and ready_line in line:
-                seen["ready"] = holder[0].starts if holder else 1
+            ready.saw(line)
             self.recorder.log_line(service, stream, line)
-
-        async def ready() -> bool:
-            starts = holder[0].starts if holder else 1
-            return ready_line is None or seen["ready"] >= starts
 
         skew = SkewFile(self.run_dir / f"{name}.faketime")
         process = await self.stack.enter_async_context(
@@ -276,15 +367,16 @@ class RunContext:
                 list(argv),
                 env={**(env or {}), "PYTHONUNBUFFERED": "1"},
                 log_sink=sink,
-                ready=ready if ready_line else None,
+                ready=ready.probe(),
                 faketime=skew,
                 on_exit=self._on_exit,
                 stop_grace=2.0,
                 wait_ready=wait,
                 zygote=zygote.current(),
+                ready_timeout=ready_timeout_s,
             )
         )
-        holder.append(process)
+        ready.attach(process)
         self._services[name] = process
         self.recorder.record(f"{SERVICE_PREFIX}{name}", "info", "start", {"pid": process.pid})
         policy = self.scenario.restart if restart is None else restart
@@ -337,18 +429,11 @@ class RunContext:
             host = self.run_dir / name / inside.strip("/").replace("/", "_")
             host.mkdir(parents=True, exist_ok=True)
             binds[str(host)] = {"bind": inside, "mode": "rw"}
-        # The start whose ready line was seen last (as in ``start_service``).
-        seen = {"ready": 0}
-        holder: list[ContainerService] = []
+        ready = ReadyLine(ready_line)
 
         def sink(service: str, stream: str, line: str) -> None:
-            if ready_line is not None and ready_line in line:
-                seen["ready"] = holder[0].starts if holder else 1
+            ready.saw(line)
             self.recorder.log_line(service, stream, line)
-
-        async def ready() -> bool:
-            starts = holder[0].starts if holder else 1
-            return ready_line is None or seen["ready"] >= starts
 
         clock_dir = self.run_dir / f"{name}.clock"
         clock_dir.mkdir(exist_ok=True)
@@ -365,7 +450,7 @@ class RunContext:
                 env={**(env or {}), "PYTHONUNBUFFERED": "1"},
                 mounts=mounts,
                 log_sink=sink,
-                ready=ready if ready_line else None,
+                ready=ready.probe(),
                 faketime=SkewFile(clock_dir / "faketime"),
                 on_exit=self._on_exit,
                 stop_grace=2.0,
@@ -374,7 +459,7 @@ class RunContext:
                 before_start=open_links,
             )
         )
-        holder.append(container)
+        ready.attach(container)
         self._services[name] = container
         self.recorder.record(
             f"{SERVICE_PREFIX}{name}",
@@ -403,12 +488,47 @@ class RunContext:
             f"{SERVICE_PREFIX}{name}", "info", "exit", {"code": code, "expected": expected}
         )
 
+    def harness_failures(self) -> list[str]:
+        """What of the harness's own died on its own during the run, one line each: its
+        embedded servers (PostgreSQL, NATS), and every service started here that is not the
+        task's (in a graded run, the candidate's; in a plain run, the pack's implementation
+        of it; a pack without a task has only its servers). A service the nemesis crashed
+        did not die on its own."""
+        task = self.scenario.task
+        found = []
+        for e in self.recorder.events:
+            value = e.get("value")
+            if e.get("f") != "exit" or not str(e.get("process")).startswith(SERVICE_PREFIX):
+                continue
+            name = str(e["process"])[len(SERVICE_PREFIX) :]
+            if task is None or name in self.candidate_services:
+                continue
+            if name == task.service or name.startswith(f"{task.service}-"):
+                continue
+            if isinstance(value, Mapping) and value.get("expected") is False:
+                found.append(f"{name} exited with code {value.get('code')}")
+        for dep in self.dependencies:
+            if dep.process is not None and dep.process.died:
+                found.append(f"{dep.process.name} died")
+        return found
+
     def service(self, name: str) -> ManagedProcess | ContainerService:
         try:
             return self._services[name]
         except KeyError:
             known = ", ".join(self._services) or "none"
-            raise ConfigError(f"no service {name!r} in this run (services: {known})") from None
+            raise ConfigError(
+                f"no service {name!r} in this run (services: {known}){self._absent_hint()}"
+            ) from None
+
+    def _absent_hint(self) -> str:
+        """How a pack makes every command refuse such a space before its first run."""
+        if self.variant == "golden":
+            return ""
+        return (
+            f"; if variant {self.variant!r} lacks it, name it in Scenario.absent and every "
+            "command refuses a space naming it before the first run"
+        )
 
     async def run_to_completion(
         self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None
@@ -453,4 +573,4 @@ class RunContext:
         return [self.python(), str(self.pack_file(name)), *args]
 
 
-__all__ = ["ExternalServices", "RunContext", "Subject"]
+__all__ = ["ExternalServices", "RunContext"]

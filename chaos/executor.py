@@ -7,8 +7,10 @@
                      RayExecutor     one Ray task per run, each starting that same child on a
                                      worker (chaos.executor_ray; ``pip install -e '.[ray]'``)
 
-Every run is ``chaos run SCENARIO --seed N --variant V --out TRACE --json ARGS`` in a child
-process, so services start exactly as they do for one ``chaos run``. Both executors share the
+A cold run is ``chaos run SCENARIO --seed N --variant V --out TRACE --json ARGS`` in a child
+process (a graded run's ``CandidateSpec`` as its ``--impl`` flags), so services start exactly
+as they do for one ``chaos run``; a warm run is the same run in a kept worker
+(``chaos.warm_pool``), the candidate handed over as data. Both executors share the
 long-tail rules of ``run_one`` and ``with_retries``:
 
 - ``run_timeout``: a run still going after that many seconds is interrupted as Ctrl-C would
@@ -21,6 +23,10 @@ long-tail rules of ``run_one`` and ``with_retries``:
 - one stuck or crashed run holds nothing else: each run is its own task.
 
 sweep, validate (with ``--ray`` or ``--run-timeout``) and grade dispatch through an executor.
+
+Size (about 580 lines): one module because ``RunSpec``/``RunOutcome`` (what crosses to a
+worker and back), one run in a child, the retry rule and the local executor are one contract
+that ``chaos.executor_ray`` reuses piece by piece; the engines' adapters close it.
 """
 
 from __future__ import annotations
@@ -39,12 +45,15 @@ from typing import Any, Protocol
 
 import trio
 
-from chaos import _signals, warm
-from chaos._checks import check_duration
-from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos import warm
+from chaos.sandbox.candidate import CandidateSpec
 from chaos.scenario import Scenario
 from chaos.services._spawn import PIPE, Child, spawn
 from chaos.stress import SWEEP_JOBS_ENV
+from chaos.warm_pool import WarmPool, WorkerGone, open_warm_pool
+from ground import _signals
+from ground._checks import check_duration
+from ground.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 
 #: How long an interrupted worker may take to clean up before it is killed.
 STOP_GRACE_S = 60.0
@@ -70,6 +79,9 @@ class RunSpec:
     variant: str = "golden"
     trace_name: str = ""
     schedule: dict[str, Any] | None = None
+    #: A graded run's candidate (``chaos run --impl`` and its flags on a cold run; the spec
+    #: itself, as data, on a warm worker).
+    candidate: CandidateSpec | None = None
 
     def __post_init__(self) -> None:
         if self.schedule is not None and self.schedule.get("seed") != self.seed:
@@ -95,6 +107,8 @@ class RunSpec:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(self.schedule, sort_keys=True), encoding="utf-8")
             extra = ["--schedule", str(path)]
+        if self.candidate is not None:
+            extra += self.candidate.to_args()
         return [
             sys.executable, "-m", "chaos", "run", self.scenario, "--seed", str(self.seed),
             "--variant", self.variant, "--out", str(trace or self.trace), "--json", *extra,
@@ -110,11 +124,13 @@ class RunSpec:
             "variant": self.variant,
             "trace_name": self.trace_name,
             "schedule": self.schedule,
+            "candidate": None if self.candidate is None else self.candidate.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         schedule = data.get("schedule")
+        candidate = data.get("candidate")
         return cls(
             str(data["scenario"]),
             int(data["seed"]),
@@ -123,6 +139,7 @@ class RunSpec:
             str(data["variant"]),
             str(data["trace_name"]),
             None if schedule is None else dict(schedule),
+            None if candidate is None else CandidateSpec.from_dict(candidate),
         )
 
 
@@ -361,7 +378,20 @@ async def run_one(
     else:
         lines = stderr.decode(errors="replace").strip().splitlines()
         outcome.error = lines[-1] if lines else f"exit code {returncode}"
+        if returncode == EXIT_HARNESS:  # a graded run reports its error, and whether the
+            report = _json_object(bytes(stdout))  # candidate had started, as JSON
+            if report is not None:
+                outcome.result = report
+                outcome.error = str(report.get("error") or outcome.error)
     return outcome
+
+
+def _json_object(data: bytes) -> dict[str, Any] | None:
+    try:
+        found = json.loads(data)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 async def with_retries(
@@ -382,38 +412,43 @@ async def with_retries(
     return outcome
 
 
-async def run_warm(pool: warm.WarmPool, spec: RunSpec) -> RunOutcome:
-    """One run on a warm worker of ``pool`` (``chaos.warm``): the same outcome as
+async def run_warm(pool: WarmPool, spec: RunSpec) -> RunOutcome:
+    """One run on a warm worker of ``pool`` (``chaos.warm_pool``): the same outcome as
     ``run_one``; a worker that ended before it answered is a lost worker."""
     started, started_wall = time.monotonic(), time.time()
     request: dict[str, Any] = {"scenario": spec.scenario, "variant": spec.variant,
                                "seed": spec.seed, "out": str(spec.trace)}  # fmt: skip
     if spec.schedule is not None:
         request["schedule"] = spec.schedule
+    if spec.candidate is not None:
+        request["candidate"] = spec.candidate.to_dict()
     try:
         answer = await pool.run(request)
-    except warm.WorkerGone as exc:
+    except WorkerGone as exc:
         outcome = RunOutcome(spec.seed, EXIT_HARNESS, wall_s=time.monotonic() - started)
         outcome.error = outcome.lost_worker = str(exc)
         outcome.trace = _trace_left(spec.trace, EXIT_HARNESS, started_wall)
         return outcome
     code = int(answer["exit_code"])
     outcome = RunOutcome(spec.seed, code, wall_s=time.monotonic() - started)
-    outcome.worker = f"{socket.gethostname()} warm worker"
+    outcome.worker = f"{socket.gethostname()} warm worker pid {answer.get('pid', '?')}"
     outcome.trace = _trace_left(spec.trace, code, started_wall)
     if code in (EXIT_HELD, EXIT_VIOLATED):
         outcome.result = answer["verdict"]
     else:
         outcome.error = str(answer.get("error") or f"exit code {code}")
+        if code == EXIT_HARNESS and isinstance(answer.get("verdict"), dict):
+            outcome.result = answer["verdict"]  # a graded run's report: candidate_started
     return outcome
 
 
 @dataclass
 class LocalExecutor:
     """Runs on this machine, ``jobs`` at a time: on warm workers (``chaos.warm``: kept
-    PostgreSQL and nats-server, a fresh database and stream per run) unless ``warm`` is False,
-    ``CHAOS_WARM=0``, a ``run_timeout`` is set or a spec carries run arguments; otherwise one
-    cold ``chaos run`` child per run."""
+    PostgreSQL and nats-server, a fresh database and stream per run; a graded run's candidate,
+    ``RunSpec.candidate``, started fresh in its sandbox each run) unless ``warm`` is False,
+    ``CHAOS_WARM=0``, a ``run_timeout`` is set or a spec carries run arguments (``args``);
+    otherwise one cold ``chaos run`` child per run."""
 
     run_timeout: float | None = None
     retries: int = LOST_RETRIES
@@ -421,6 +456,8 @@ class LocalExecutor:
     kind: str = field(default="local", init=False)
     #: Whether the last batch ran on warm workers.
     used_warm: bool | None = field(default=None, init=False)
+    #: The open session's warm pool (None: none open, or cold runs).
+    pool: WarmPool | None = field(default=None, init=False)
 
     def warm_for(self, specs: Sequence[RunSpec]) -> bool:
         wanted = warm.enabled() if self.warm is None else self.warm
@@ -433,20 +470,28 @@ class LocalExecutor:
             return await run_batch(specs, progress)
 
     @asynccontextmanager
-    async def session(self, jobs: int, *, warm_pool: bool) -> AsyncIterator[BatchFn]:
+    async def session(
+        self, jobs: int, *, warm_pool: bool, pool_size: int | None = None
+    ) -> AsyncIterator[BatchFn]:
         """Batches one after another on the same workers: ``await run_batch(specs, progress)``
         runs ``specs`` ``jobs`` at a time and returns their outcomes in the specs' order. With
         ``warm_pool``, the warm workers (and their servers) are kept between batches; a batch
-        whose specs cannot run warm (``warm_for``) then runs cold, as ``__call__`` would."""
+        whose specs cannot run warm (``warm_for``) then runs cold, as ``__call__`` would.
+        ``pool_size``: at most that many warm workers (default ``jobs``), shared by batches
+        that run at once, each ``jobs`` (or its own ``jobs=``) at a time."""
         if jobs < 1:
             raise ConfigError(f"jobs must be >= 1, got {jobs}")
-        pools = warm.open_warm_pool(jobs, concurrency=jobs) if warm_pool else None
+        pools = None
+        if warm_pool:  # a shared pool's runs record no one batch's concurrency
+            pools = open_warm_pool(pool_size or jobs, concurrency=None if pool_size else jobs)
 
         async with pools if pools is not None else nullcontext() as pool:
+            self.pool = pool
 
             async def run_batch(
-                specs: Sequence[RunSpec], progress: OnOutcome | None = None
-            ) -> list[RunOutcome]:
+                specs: Sequence[RunSpec], progress: OnOutcome | None = None, *,
+                jobs: int = jobs,
+            ) -> list[RunOutcome]:  # fmt: skip
                 limiter = trio.CapacityLimiter(jobs)
                 outcomes: list[RunOutcome | None] = [None] * len(specs)
                 on_warm = pool if pool is not None and self.warm_for(specs) else None
@@ -476,7 +521,7 @@ class LocalExecutor:
 
 
 def executor_run(execute: Executor, scenario: str) -> Any:
-    """A ``chaos.validate.RunFn`` that dispatches each run through ``execute`` (one spec at
+    """A ``chaos.validate.RunVariantFn`` that dispatches each run through ``execute`` (one spec at
     a time, as validate asks): what ``chaos validate --ray`` / ``--run-timeout`` runs on.
     ``faults=False`` is ``chaos run --no-faults``; the run's events are read back from its
     trace when ``Observed`` keeps them (validate's signal checks)."""

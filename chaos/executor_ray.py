@@ -21,10 +21,15 @@ enforced on the worker by ``run_one`` itself, so a task waiting for a free CPU i
 Ray is an optional extra (``pip install -e '.[ray]'``), imported only when ``--ray`` is
 given; every worker needs chaos-harness (same version) and Ray installed, and the packs and
 candidates it is given by path (see docs/scale.md).
+
+Size (about 560 lines): one module because it is everything that touches Ray (an optional
+extra, imported nowhere else): the task, the connection to a local or existing cluster and its
+cleanup on every way a command ends (Ray's shutdown SIGKILLs workers' runs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
@@ -46,7 +51,6 @@ from typing import Any
 
 import trio
 
-from chaos.errors import EXIT_HARNESS, ConfigError
 from chaos.executor import (
     LOST_RETRIES,
     OnOutcome,
@@ -56,6 +60,8 @@ from chaos.executor import (
     run_one,
     with_retries,
 )
+from ground import _signals
+from ground.errors import EXIT_HARNESS, ConfigError
 
 INSTALL_HINT = "pip install -e '.[ray]'"
 LOCAL = "local"
@@ -187,8 +193,8 @@ def connect(address: str = LOCAL) -> bool:
         # timing would drift. A local instance runs them at the caller's priority.
         options["_system_config"] = {"worker_niceness": 0}
     try:
-        with _quiet_stderr(), _loopback_kept(ray, where):  # _quiet_stderr: Ray's notes
-            ray.init(address=address, **options)
+        with _quiet_stderr(), _loopback_kept(ray, where), _sigterm_kept(ray):
+            ray.init(address=address, **options)  # (_quiet_stderr: Ray's notes)
     except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: all one line
         lines = str(exc).strip().splitlines()
         why = lines[0] if lines else type(exc).__name__
@@ -196,6 +202,26 @@ def connect(address: str = LOCAL) -> bool:
     if address == LOCAL:
         _local_sessions.append(_session_dir(ray))
     return True
+
+
+@contextmanager
+def _sigterm_kept(ray: ModuleType) -> Iterator[None]:
+    """``ray.init`` replaces SIGTERM's handler with ``sys.exit(15)``: the harness's handler
+    (``ground._signals``: clean up, exit 143) is put back when it returns, and a SIGTERM that
+    Ray's caught meanwhile stops the command as the harness's would (Ray shut down first)."""
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    except BaseException as exc:  # a failed init, or a signal: never leave it half-started
+        signal.signal(signal.SIGTERM, kept)
+        with _signals.deferred(), contextlib.suppress(Exception):
+            ray.shutdown()  # (a half-initialised core worker aborts the process at exit)
+        if isinstance(exc, SystemExit) and exc.code == signal.SIGTERM:
+            _signals.caught(signal.SIGTERM)  # raises Interrupted (noted as the harness's own)
+        raise
+    finally:
+        if signal.getsignal(signal.SIGTERM) is not kept:
+            signal.signal(signal.SIGTERM, kept)
 
 
 #: The session folders (logs, sockets) of the local instances ``connect`` started.
@@ -215,6 +241,11 @@ def disconnect() -> None:
     ray = import_ray()
     if ray.is_initialized():
         ray.shutdown()
+    # Ray SIGKILLs what its workers started (their `chaos run` children): the runs of the
+    # tasks it cut short (Ctrl-C, SIGTERM of the command) are reaped here, not later.
+    from chaos.services.registry import collect_quietly
+
+    collect_quietly()
     while _local_sessions:
         session = _local_sessions.pop()
         if session is not None:
@@ -274,10 +305,10 @@ def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict
     spec = RunSpec.from_dict(spec_data)
     _reap_orphans(Path(tempfile.gettempdir()))
     with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
-        args = spec.args
-        if "--impl" in args:  # a graded run: the candidate must not read the traces
-            args = (*args, "--hide", tmp)
-        local = replace(spec, out_dir=Path(tmp), args=args)
+        candidate = spec.candidate
+        if candidate is not None:  # a graded run: the candidate must not read the traces
+            candidate = candidate.with_hidden(Path(tmp))
+        local = replace(spec, out_dir=Path(tmp), candidate=candidate)
         # Ray's workers block SIGINT, and a child inherits the mask: the run could then not be
         # stopped as Ctrl-C stops it (a timeout). Unblocked for the run's children only.
         mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)

@@ -1,11 +1,17 @@
 """Grading a candidate: graded runs over many seeds, one reward that cannot be gamed.
 
 ``grade`` (``chaos grade``; ``chaos.grade`` for training loops) runs the candidate in place
-of the task's service on each seed (``chaos run --impl``, one worker process per run, through
-an ``Executor``), then turns the per-run results into a ``Grade``:
+of the task's service on each seed (a graded run, as ``chaos run --impl`` makes it, on a warm
+worker through an ``Executor``; ``chaos.grade`` keeps its warm workers across calls:
+``chaos.grade_pool``), then turns the per-run results into a ``Grade``:
 
 - a seed **held** when every invariant held on the real stores and the sandbox contained
-  nothing; ``primary`` is the fraction of seeds that held;
+  nothing; ``primary`` is the fraction of seeds that held. Every seed asked for is in the
+  denominator: a run that ends in a harness error is run once more (a fresh environment),
+  and if it errs again it counts 0, as a failure would (the grade says so: ``errors``, the
+  seed's ``error``). No outcome pays more than failing (tests/grading/test_engine.py
+  proves it with Hypothesis); ``exit_code`` 3 is kept for a machine that is broken (a seed
+  in error before its candidate started);
 - ``reward = primary * (1 - (1 - efficiency) / (N + 1))`` for N graded seeds, where
   ``efficiency`` in [0, 1] is the mean, over the task's budgets, of min(1, budget / measure)
   over the seeds that held (settle time p95, CPU seconds, side effects). Correctness first:
@@ -19,6 +25,10 @@ The executor is the small interface a scheduler plugs into (``chaos.executor``):
 ``RunSpec`` in, one ``RunOutcome`` (the worker's ``chaos run --json`` object, or its error)
 per spec out. ``sweep_executor`` (the default) runs them in worker processes here;
 ``chaos.executor_ray.RayExecutor`` runs each as a Ray task.
+
+Size (about 600 lines): one module because it is the grade's one contract, read top to bottom
+as docs/grading.md tells it: the seeds and key, a seed's grade, the reward, running a grade and
+its JUnit form all speak of the same ``Grade`` types and change together.
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from typing import Any, Literal
 import trio
 from pydantic import BaseModel, Field
 
-from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from chaos import warm
 from chaos.executor import (
     Executor,
     LocalExecutor,
@@ -48,10 +58,13 @@ from chaos.executor import (
     RunSpec,
     scenario_arg,
 )
-from chaos.rng import SEED_MAX, check_seed
-from chaos.sandbox.candidate import Limits, Program
+from chaos.grade_pool import shared_pool
+from chaos.sandbox.candidate import CandidateSpec, Limits, Program
 from chaos.sandbox.graded import make_sandbox, task_of
 from chaos.scenario import Scenario, TaskSpec, load_scenario
+from ground._paths import check_private, open_regular
+from ground.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from ground.rng import SEED_MAX, check_seed
 
 #: Where ``chaos grade`` finds the held-out key when ``--heldout-key`` is not given.
 KEY_ENV = "CHAOS_HELDOUT_KEY_FILE"
@@ -59,7 +72,9 @@ MIN_KEY_BYTES = 16
 MAX_HELDOUT = 1000
 
 SeedSet = Literal["public", "heldout", "explicit"]
-Outcome = Literal["held", "violated", "contained", "error"]
+Outcome = Literal["held", "violated", "contained", "error", "timeout"]
+#: The outcomes that are not the candidate's verdict: a harness error, a run over its time.
+FAILED_RUNS = ("error", "timeout")
 
 
 # -- seeds -------------------------------------------------------------------------------
@@ -69,15 +84,15 @@ def read_key(path: Path | str) -> bytes:
     """The held-out key in ``path`` (ConfigError: missing, unreadable, shorter than 16 bytes)."""
     path = Path(path)
     try:
-        key = path.read_bytes().strip()
-    except IsADirectoryError:
-        raise ConfigError(f"bad key file {path}: a folder") from None
+        with open_regular(path, "bad key file") as stream:  # a folder, a FIFO: refused
+            key = stream.read().strip()
     except OSError as exc:
         raise ConfigError(f"bad key file {path}: {exc.strerror or exc}") from None
     if len(key) < MIN_KEY_BYTES:
         raise ConfigError(
             f"bad key file {path}: {len(key)} bytes, a key needs at least {MIN_KEY_BYTES}"
         )
+    check_private(path, "bad key file")  # others can read it: refused, as ssh does
     return key
 
 
@@ -162,7 +177,10 @@ class SeedGrade(BaseModel):
     not_ready: int = 0
     #: The final state could not be read or checked (the candidate wrote the stores).
     unreadable: str | None = None
+    #: Why the run failed (outcome ``error`` or ``timeout``): it counts 0.
     error: str | None = None
+    #: Whether the candidate had started when the run failed (None: the worker did not say).
+    candidate_started: bool | None = None
 
 
 class Secondary(BaseModel):
@@ -196,8 +214,13 @@ class Grade(BaseModel):
     harness_version: str
     isolation: str
     limits: dict[str, float]
+    #: Seeds graded: every seed asked for (the reward's denominator).
     graded: int
+    #: Seeds whose run failed (a harness error twice, or a timeout): each counted 0.
     errors: int
+    #: Of those, the ones where the candidate had not been shown to start: the machine is
+    #: broken (``exit_code`` 3).
+    harness_errors: int
     exit_code: int
     jobs: int
     wall_s: float
@@ -227,12 +250,25 @@ def seed_grade(outcome: RunOutcome, invariants: Sequence[str], sha256: str) -> S
     data = outcome.result
     candidate = (data or {}).get("candidate") or {}
     error = outcome.error or f"exit code {outcome.exit_code}"
+    started = (data or {}).get("candidate_started")
     if data is not None and candidate.get("sha256") != sha256:
         data, error = None, "the candidate's program changed during the grade"
     if outcome.exit_code not in (EXIT_HELD, EXIT_VIOLATED) or data is None:
-        return SeedGrade(seed=outcome.seed, outcome="error", held=False, error=error)
+        return SeedGrade(
+            seed=outcome.seed,
+            outcome="timeout" if outcome.timed_out else "error",
+            held=False,
+            error=error,
+            candidate_started=started if isinstance(started, bool) else None,
+            trace=None if outcome.trace is None else str(outcome.trace),
+        )
     measures = candidate.get("measures") or {}
-    verdicts = {v["name"]: v.get("valid") for v in data.get("verdicts", [])}
+    # a verdict's ``valid`` is true, false or "unknown" (a checker that could not decide,
+    # on odd evidence a candidate may have caused): undecided, never held
+    verdicts = {
+        v["name"]: v.get("valid") if isinstance(v.get("valid"), bool) else None
+        for v in data.get("verdicts", [])
+    }
     contained = list(candidate.get("contained") or [])
     held = (
         bool(data.get("held"))
@@ -312,18 +348,20 @@ def summarize(
     by_seed = {o.seed: o for o in outcomes}
     seeds = [
         seed_grade(by_seed[s], scenario.invariants, program.sha256)
-        for s in choice.seeds
         if s in by_seed
+        else SeedGrade(seed=s, outcome="error", held=False, error="the run never reported")
+        for s in choice.seeds
     ]
-    graded = [s for s in seeds if s.outcome != "error"]
-    n = len(graded)
-    primary = sum(s.held for s in graded) / n if n else 0.0
-    second = secondary(graded, task)
-    errors = len(seeds) - n
-    contained = Counter(c["reason"] for s in graded for c in s.contained[:1])
-    if errors:
+    # Every seed asked for counts: one that failed to run counts as one that failed.
+    n = len(seeds)
+    primary = sum(s.held for s in seeds) / n if n else 0.0
+    second = secondary(seeds, task)
+    failed = [s for s in seeds if s.outcome in FAILED_RUNS]
+    broken = [s for s in failed if s.candidate_started is not True]
+    contained = Counter(c["reason"] for s in seeds for c in s.contained[:1])
+    if broken:
         code = EXIT_HARNESS
-    elif all(s.held for s in graded):
+    elif all(s.held for s in seeds):
         code = EXIT_HELD
     else:
         code = EXIT_VIOLATED
@@ -334,7 +372,7 @@ def summarize(
         reward=round(reward_of(primary, second.efficiency, n), 6),
         primary=round(primary, 6),
         invariants={
-            name: round(sum(s.verdicts.get(name) is True for s in graded) / n, 6) if n else 0.0
+            name: round(sum(s.verdicts.get(name) is True for s in seeds) / n, 6) if n else 0.0
             for name in scenario.invariants
         },
         seeds=seeds,
@@ -346,7 +384,8 @@ def summarize(
         isolation=isolation,
         limits=limits.to_dict(),
         graded=n,
-        errors=errors,
+        errors=len(failed),
+        harness_errors=len(broken),
         exit_code=code,
         jobs=jobs,
         wall_s=round(wall_s, 3),
@@ -375,7 +414,8 @@ class GradeOptions:
     hidden: tuple[Path, ...] = ()
     executor: Executor | None = None
     progress: Callable[[SeedGrade], None] | None = None
-    #: How many times a seed whose worker failed (exit 3) is run again.
+    #: How many times a seed whose run failed (a harness error: exit 3) is run again, each
+    #: time in a fresh environment (a new worker, new servers), before it counts 0.
     retries: int = 1
 
 
@@ -398,7 +438,8 @@ def grade_dir(scenario: Scenario, program: Program, parent: Path | None = None) 
 
 
 async def run_grade(options: GradeOptions) -> Grade:
-    """Grade: every seed a graded run through the executor; harness errors retried once."""
+    """Grade: every seed a graded run through the executor; a run in error is run again
+    (``retries``), then counts 0."""
     scenario = options.scenario
     task = task_of(scenario)
     limits = options.limits or task.limits
@@ -406,14 +447,11 @@ async def run_grade(options: GradeOptions) -> Grade:
     sandbox.check(options.program)
     check_jobs(options.jobs)
     out_dir = options.out_dir or grade_dir(scenario, options.program)
-    args = ("--impl", str(options.program.path), *limits.to_args())
-    if options.isolation:
-        args = (*args, "--isolation", options.isolation)
-    if options.sandbox and options.sandbox != "process":
-        args = (*args, "--sandbox", options.sandbox)
+    candidate = CandidateSpec(
+        options.program, limits, options.isolation, options.sandbox,
+        (*options.hidden, out_dir.resolve()),
+    )  # fmt: skip
     execute = options.executor or sweep_executor
-    for path in (*options.hidden, out_dir.resolve()):
-        args = (*args, "--hide", str(path))
     started = time.monotonic()
     todo = list(options.choice.seeds)
     outcomes: dict[int, RunOutcome] = {}
@@ -424,7 +462,7 @@ async def run_grade(options: GradeOptions) -> Grade:
             options.progress(seed_grade(outcome, scenario.invariants, sha))
 
     for _attempt in range(1 + options.retries):
-        specs = [RunSpec(scenario_arg(scenario), s, args, out_dir) for s in todo]
+        specs = [RunSpec(scenario_arg(scenario), s, (), out_dir, candidate=candidate) for s in todo]
         for outcome in await execute(specs, options.jobs, progress):
             outcomes[outcome.seed] = outcome
         # A harness error is run again; a held or violated run never, nor one that timed
@@ -468,8 +506,11 @@ def grade(
 
     Seeds: ``seeds`` as given, else the public ones (``public=True``, or no key), else
     ``heldout`` (default: the task's count) seeds derived from ``heldout_key`` (a key file's
-    path, or the key's bytes). Each call writes its traces to a fresh folder (``out_dir``'s
-    parent, default ``traces/``), so many processes may grade at once. Bad input raises
+    path, or the key's bytes). Without ``executor``, the runs go to this process's kept warm
+    workers (``chaos.grade_pool.shared_pool()``: started at the first grade, stopped at exit),
+    shared by grades called at once from several threads. Each call writes its traces to a
+    fresh folder (``out_dir``'s parent, default ``traces/``), so many processes may grade at
+    once. Bad input raises
     ``ConfigError`` before anything starts."""
     loaded = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     task = task_of(loaded)
@@ -495,7 +536,7 @@ def grade(
         isolation=isolation,
         out_dir=grade_dir(loaded, program, Path(out_dir)) if out_dir else None,
         hidden=(key_path,) if key_path else (),
-        executor=executor,
+        executor=executor or (shared_pool() if warm.enabled() else None),
         sandbox=sandbox,
     )
     return trio.run(run_grade, options)
@@ -520,7 +561,7 @@ def junit_xml(result: Grade) -> str:
         for name in names:
             case = ET.SubElement(suite, "testcase", classname=classname, name=name)
             tests += 1
-            if seed.outcome == "error":
+            if seed.outcome in FAILED_RUNS:
                 ET.SubElement(case, "error", message=seed.error or "harness error")
                 errors += 1
             elif name == "sandbox":
@@ -546,11 +587,8 @@ def junit_xml(result: Grade) -> str:
 
 __all__ = [
     "KEY_ENV",
-    "Executor",
     "Grade",
     "GradeOptions",
-    "RunOutcome",
-    "RunSpec",
     "SeedGrade",
     "choose_seeds",
     "grade",

@@ -12,11 +12,47 @@ from typing import Any
 
 import trio
 
+from ground.errors import ConfigError
 from invariants.history import PROXY, SERVICE_PREFIX
 from replay.trace import TraceWriter
 
 #: Service output lines starting with this are history operations (``@op {json}``).
 OP_PREFIX = "@op "
+#: The most ``log`` lines recorded of one harness service in a run, and the most proxy
+#: observations (connections opened and closed, deliveries): past them they are counted, not
+#: recorded. A program under test can make a server print without end (``RAISE LOG`` in a
+#: loop: 300 MB of trace and a gigabyte of the harness's memory in 20 s) or open connections
+#: without end; an honest run records a few hundred of each. Operations (``@op`` lines, the
+#: evidence) are never dropped. The candidate's own output has its own cap (the sandbox's).
+MAX_SERVICE_LOG_LINES = 20_000
+MAX_PROXY_EVENTS = 100_000
+#: The integers a trace holds (msgpack's): past them an integer is kept as its digits.
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+def storable(value: Any) -> Any:
+    """``value`` as a trace can hold it: an integer msgpack cannot (past 64 bits) becomes
+    its digits, a string with lone surrogates (JSON's ``"\\ud800"``) their backslash escapes;
+    maps, lists and the rest as they are. Such values come from what a program under test
+    sent (a fencing token of 2**64, a note id no UTF-8 can hold) through a harness service
+    that recorded it: kept as text, a checker that wants a number or a note finds none and
+    fails the seed, where the trace writer's refusal was a harness error ("the machine is
+    broken", exit 3) that any candidate could cause at will."""
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if _INT_MIN <= value <= _INT_MAX else str(value)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
 
 
 class Recorder:
@@ -27,6 +63,8 @@ class Recorder:
         self.events: list[dict[str, Any]] = []
         self._t0 = trio.current_time()
         self._changed = trio.Event()
+        self._log_lines: dict[str, int] = {}
+        self._proxy_events = 0
 
     @property
     def count(self) -> int:
@@ -58,7 +96,11 @@ class Recorder:
             "error": error,
         }
         event.update(extra)
-        stored = self.writer.write_event(event)
+        try:
+            stored = self.writer.write_event(event)
+        except ConfigError:
+            # a value the trace cannot hold, from a program under test: kept as text
+            stored = self.writer.write_event(storable(event))
         self.events.append(stored)
         self._changed.set()
         self._changed = trio.Event()
@@ -78,9 +120,19 @@ class Recorder:
                 error = op.pop("error", None)
                 self.record(service, kind, f, value, None if error is None else str(error), **op)
                 return
+        count = self._log_lines[service] = self._log_lines.get(service, 0) + 1
+        if count > MAX_SERVICE_LOG_LINES + 1:
+            return
+        if count == MAX_SERVICE_LOG_LINES + 1:
+            line = f"(output truncated after {MAX_SERVICE_LOG_LINES} lines)"
         self.record(f"{SERVICE_PREFIX}{service}", "info", "log", line[:2000], stream=stream)
 
     def proxy_event(self, event: dict[str, Any]) -> None:
+        self._proxy_events += 1
+        if self._proxy_events > MAX_PROXY_EVENTS + 1:
+            return
         fields = dict(event)
         name = str(fields.pop("event"))
+        if self._proxy_events == MAX_PROXY_EVENTS + 1:
+            name, fields = "truncated", {"after": MAX_PROXY_EVENTS}
         self.record(PROXY, "info", name, fields)

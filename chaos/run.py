@@ -10,43 +10,50 @@
 Everything a run starts lives in one ``AsyncExitStack`` inside the run's nursery, so leaving
 ``run_scenario`` (normally, on a violation, an exception, Ctrl-C or a timeout) stops every
 process, closes every proxy, heals every fault and removes the run's temp dir.
+
+A live run (``RunOptions.driver``: ``chaos.hypothesis.ChaosMachine``) has no schedule up front:
+the driver injects faults while the workload runs, and the schedule it returns (what it
+injected, and when) is the trace's schedule frame, written after the events.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from chaos import settle
-from chaos._signals import received, stop_outcome
 from chaos.context import ExternalServices, RunContext
-from chaos.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_HARNESS,
-    EXIT_HELD,
-    EXIT_VIOLATED,
-    ChaosError,
-    ConfigError,
-)
 from chaos.nemesis import Nemesis
 from chaos.recorder import Recorder
-from chaos.rng import check_seed, derive_seed
 from chaos.sandbox.candidate import Candidate
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir
 from chaos.services.images import check_images
 from chaos.stress import load_snapshot
+from chaos.workload import PlannedWork, check_workload
 from faults.model import FaultSchedule
 from faults.proxy import open_proxy_server
 from faults.schedule import generate
+from ground._signals import received, stop_outcome
+from ground.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_HARNESS,
+    EXIT_HELD,
+    EXIT_VIOLATED,
+    ConfigError,
+    ServiceError,
+    Unreadable,
+)
+from ground.rng import check_seed, derive_seed
 from invariants import History, Invariant, Verdict, run_checkers
-from invariants.history import HARNESS
+from invariants.history import HARNESS, SERVICE_PREFIX
 from replay.trace import TraceWriter, build_header
 
 if TYPE_CHECKING:
@@ -54,6 +61,15 @@ if TYPE_CHECKING:
 
 #: Called with a short line of what a run (or an engine) is doing now.
 Progress = Callable[[str], None]
+
+
+class FaultDriver(Protocol):
+    """Injects faults into a live run in place of a fixed schedule (``Nemesis.inject``)."""
+
+    async def drive(self, ctx: RunContext, nemesis: Nemesis) -> FaultSchedule:
+        """Runs from the workload's start, beside it; returns the schedule of the faults it
+        injected. The run settles once both the driver and the workload are done."""
+        ...
 
 
 @dataclass
@@ -75,6 +91,8 @@ class RunOptions:
     #: A warm worker's PostgreSQL and nats-server (``chaos.warm``): the run gets a fresh
     #: database and stream on them instead of starting its own.
     warm: WarmServices | None = None
+    #: Drives faults into the live run instead of ``schedule`` (which must then be empty).
+    driver: FaultDriver | None = None
 
 
 @dataclass
@@ -153,6 +171,10 @@ async def run_scenario(options: RunOptions) -> RunResult:
         await trio.to_thread.run_sync(check_images, scenario.images)
     progress = options.progress or (lambda _phase: None)
     schedule = options.schedule
+    if options.driver is not None:
+        schedule = schedule or no_fault_schedule(scenario, options.variant, options.seed)
+        if schedule.events:
+            raise ConfigError("a driven run takes its faults from its driver, not a schedule")
     if schedule is None:
         schedule = generate(scenario.fault_space(options.variant), options.seed)
     trace_path = Path(options.out or default_trace_path(scenario.id, options.variant, options.seed))
@@ -183,9 +205,12 @@ async def run_scenario(options: RunOptions) -> RunResult:
     clock = PhaseClock(timings, progress)
     started = time.monotonic()
     outcome, exit_code = "error", EXIT_HARNESS
+    recorder: Recorder | None = None
     try:
-        writer.write_schedule(schedule.to_dict())
-        result = await _run(options, schedule, checkers, writer, trace_path, clock)
+        if options.driver is None:  # a driven run's schedule is known at its end
+            writer.write_schedule(schedule.to_dict())
+        recorder = Recorder(writer)
+        result = await _run(options, schedule, checkers, recorder, trace_path, clock)
         outcome = "held" if result.held else "violated"
         exit_code = result.exit_code
         return result
@@ -193,8 +218,10 @@ async def run_scenario(options: RunOptions) -> RunResult:
         outcome, exit_code = "bad input", EXIT_BAD_INPUT
         raise
     except BaseException as exc:
-        if is_interruption(exc) or received() is not None:  # 130/143/129: chaos._signals
+        if is_interruption(exc) or received() is not None:  # 130/143/129: ground._signals
             outcome, exit_code = stop_outcome()
+        else:
+            explain_service_errors(exc, recorder.events if recorder else [], trace_path)
         raise
     finally:
         if not writer.closed:
@@ -204,6 +231,67 @@ async def run_scenario(options: RunOptions) -> RunResult:
                 )
             finally:
                 writer.close()
+
+
+#: A service's output line that reads as an error (what "the other services' errors" are).
+_ERROR_LINE = re.compile(
+    r"error|fatal|panic|traceback|exception|refused|denied|failed|cannot|could not|"
+    r"in use|not found|no such",
+    re.I,
+)
+#: How many of the failing service's last lines, and of the others' errors, a message shows.
+_TAIL_LINES = 5
+_OTHER_ERRORS = 4
+
+
+def explain_service_errors(
+    exc: BaseException, events: Sequence[Mapping[str, Any]], trace_path: Path
+) -> None:
+    """Give each ``ServiceError`` in ``exc`` (alone or in a nursery's group) its cause: the
+    failing service's last log lines, the other services' errors that preceded it (their
+    error-like log lines and exits, from the run's events), the trace and the ``chaos show``
+    command that shows the rest. The message stays one paragraph (the CLI prints one line)."""
+    for error in _service_errors(exc):
+        error.explain(service_error_detail(error, events, trace_path))
+
+
+def _service_errors(exc: BaseException) -> Iterator[ServiceError]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _service_errors(inner)
+    elif isinstance(exc, ServiceError):
+        yield exc
+
+
+def service_error_detail(
+    error: ServiceError, events: Sequence[Mapping[str, Any]], trace_path: Path
+) -> str:
+    """What ``explain_service_errors`` adds to one error's message."""
+    parts = []
+    lines = [line.strip() for line in error.log_tail.splitlines() if line.strip()]
+    if len(lines) > 1:
+        shown = " | ".join(line[:200] for line in lines[-_TAIL_LINES:])
+        parts.append(f"{error.service or 'its'} last lines: {shown}")
+    others = []
+    for event in events:
+        process = str(event.get("process", ""))
+        if not process.startswith(SERVICE_PREFIX):
+            continue
+        name = process[len(SERVICE_PREFIX) :]
+        if name == error.service:
+            continue
+        value = event.get("value")
+        if event.get("f") == "log" and _ERROR_LINE.search(str(value)):
+            others.append(f"{name}: {str(value).strip()[:200]}")
+        elif event.get("f") == "exit" and isinstance(value, Mapping):
+            if not value.get("expected"):
+                others.append(f"{name} exited with code {value.get('code')}")
+    if others:
+        parts.append("before it: " + " | ".join(others[-_OTHER_ERRORS:]))
+    else:
+        parts.append("no other service printed an error before it")
+    parts.append(f"trace {trace_path} (`chaos show {trace_path}` shows the rest)")
+    return "; ".join(parts)
 
 
 def _candidate_header(candidate: Candidate | None) -> dict[str, Any]:
@@ -254,13 +342,13 @@ async def _run(
     options: RunOptions,
     schedule: FaultSchedule,
     checkers: Sequence[Invariant],
-    writer: TraceWriter,
+    recorder: Recorder,
     trace_path: Path,
     clock: PhaseClock,
 ) -> RunResult:
     scenario = options.scenario
+    writer = recorder.writer
     clock.enter("setup")
-    recorder = Recorder(writer)
     verdicts: list[Verdict] = []
     settled = False
     final_state: dict[str, Any] = {}
@@ -302,21 +390,27 @@ async def _run(
             recorder.record(HARNESS, "info", "workload", {"phase": "start"})
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(nemesis.run)
-                await scenario.workload(ctx)
-                recorder.record(HARNESS, "info", "workload", {"phase": "end"})
-                nemesis.workload_done.set()
+                if options.driver is None:
+                    await _workload(scenario, ctx, nemesis)
+                else:
+                    schedule = await _driven(options.driver, scenario, ctx, nemesis)
+                    writer.write_schedule(schedule.to_dict())
 
                 clock.enter("settle")
                 timeout = options.settle_timeout_s
                 settled = await _settle(scenario, ctx, timeout or scenario.settle_timeout_s)
                 recorder.record(HARNESS, "info", "settle", {"settled": settled})
+                nemesis.end()
                 nursery.cancel_scope.cancel()  # heals whatever is still applied
 
             clock.enter("check")
-            final_state = await scenario.final_state(ctx)
+            final_state = await _final_state(scenario, ctx)
             recorder.record(HARNESS, "info", "final_state", final_state)
             history = History.from_events(recorder.events)
             verdicts = run_checkers(checkers, history, final_state)
+            plans = scenario.planned_work(ctx)
+            if plans:
+                verdicts.append(_workload_verdict(ctx, plans))
             for verdict in verdicts:
                 writer.write_verdict(verdict.to_dict())
             clock.enter("teardown")
@@ -335,6 +429,53 @@ async def _run(
     )
 
 
+async def _final_state(scenario: Scenario, ctx: RunContext) -> dict[str, Any]:
+    """``scenario.final_state``; a harness error (``ServiceError``) when reading it failed
+    while something of the harness's own had died (its store, its server): a graded run
+    then reruns the seed instead of failing it as ``unreadable`` (the candidate's data)."""
+    try:
+        return await scenario.final_state(ctx)
+    except (Unreadable, ConfigError, ServiceError):
+        raise
+    except Exception as exc:
+        failures = ctx.harness_failures()
+        if not failures:
+            raise
+        raise ServiceError(
+            f"reading the final state failed ({type(exc).__name__}: {str(exc)[:200]}) while "
+            f"{'; '.join(failures)}: a failure of the harness's own"
+        ) from exc
+
+
+def _workload_verdict(ctx: RunContext, plans: Sequence[PlannedWork]) -> Verdict:
+    """The run's ``workload`` verdict; a harness error (``ServiceError``) when the work fell
+    short while something of the harness's own died: then the cause may be the harness's."""
+    verdict = check_workload(plans, ctx.recorder.events)
+    if verdict.valid is False:
+        failures = ctx.harness_failures()
+        if failures:
+            raise ServiceError(
+                f"the workload fell short ({verdict.explanation.rstrip('.')}) while "
+                f"{'; '.join(failures)}: a failure of the harness's own"
+            )
+    return verdict
+
+
+async def _workload(scenario: Scenario, ctx: RunContext, nemesis: Nemesis) -> None:
+    await scenario.workload(ctx)
+    ctx.recorder.record(HARNESS, "info", "workload", {"phase": "end"})
+    nemesis.workload_done.set()
+
+
+async def _driven(
+    driver: FaultDriver, scenario: Scenario, ctx: RunContext, nemesis: Nemesis
+) -> FaultSchedule:
+    """The workload and the driver side by side; the driver's schedule once both are done."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_workload, scenario, ctx, nemesis)
+        return await driver.drive(ctx, nemesis)
+
+
 async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
     """Until ``scenario.settled`` holds twice with nothing recorded in between (driven by the
     run's events, see ``chaos.settle``), or ``limit_s`` passes."""
@@ -344,11 +485,9 @@ async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
 
 
 __all__ = [
-    "ChaosError",
-    "ExternalServices",
+    "FaultDriver",
     "PhaseClock",
     "Progress",
-    "RunContext",
     "RunOptions",
     "RunResult",
     "is_interruption",

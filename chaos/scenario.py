@@ -22,23 +22,26 @@ import sys
 import tomllib
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from chaos.context import Subject
-from chaos.errors import ConfigError
-from chaos.rng import check_seed
 from chaos.sandbox.candidate import Limits
 from chaos.services.images import Image
 from chaos.services.supervise import RestartPolicy
+from faults.kinds import TargetKind
 from faults.space import FaultSpace
+from ground._moved import moved
+from ground.errors import ConfigError
+from ground.rng import check_seed
 from invariants import Invariant, get
 
 if TYPE_CHECKING:
     from chaos.context import RunContext
+    from chaos.nemesis.protocol import Subject
+    from chaos.workload import PlannedWork
 
 BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "scenarios"
 FAULTS_FILE = "faults.toml"
@@ -185,6 +188,11 @@ class Scenario(ABC):
     task: ClassVar[TaskSpec | None] = None
     #: Logical subject name (as fault targets use it) -> where it flows.
     subjects: ClassVar[dict[str, Subject]] = {}
+    #: Variant -> the links, services and subjects of the golden system it does not have
+    #: (a variant without the relay: ``{"dual-write": ("relay", "relay-nats")}``). A fault
+    #: space or schedule naming one of them for that variant (``--space golden``, a
+    #: schedule file, its own table) is refused before anything starts, in every command.
+    absent: ClassVar[dict[str, tuple[str, ...]]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
     #: Why the scenario needs a PostgreSQL of its own (it creates roles, needs passwords, ...);
     #: empty: it also runs on an external one (``--postgres-dsn``). Checked before a run starts.
@@ -226,9 +234,31 @@ class Scenario(ABC):
             tables = ", ".join(k for k, v in spaces.items() if isinstance(v, dict)) or "none"
             raise ConfigError(f"{file}: no table [{variant}] (tables: {tables})")
         try:
-            return FaultSpace.from_dict(table)
+            space = FaultSpace.from_dict(table)
         except ConfigError as exc:
             raise ConfigError(f"{file} [{variant}]: {exc}") from None
+        self.check_space(variant, space, f"{file} [{variant}]")
+        return space
+
+    def space_for(self, variant: str, table: str) -> FaultSpace:
+        """The ``[table]`` space used on runs of ``variant`` (``--space golden``), refused
+        (ConfigError, before anything starts) if it names what ``variant`` lacks."""
+        space = self.fault_space(table)
+        if table != variant:
+            self.check_space(variant, space, f"the {table} space")
+        return space
+
+    def check_space(self, variant: str, space: FaultSpace, what: str) -> None:
+        """ConfigError naming the first link, service or subject of ``space`` that
+        ``variant`` lacks (``Scenario.absent``)."""
+        lacks = set(self.absent.get(variant, ()))
+        for kind in (TargetKind.LINK, TargetKind.SERVICE, TargetKind.SUBJECT):
+            for name in space.declared(kind):
+                if name in lacks:
+                    raise ConfigError(
+                        f"{what} names {kind.value} {name!r}, which variant {variant!r} of "
+                        f"scenario {self.id} does not have (Scenario.absent)"
+                    )
 
     @abstractmethod
     async def setup(self, ctx: RunContext) -> None:
@@ -250,6 +280,13 @@ class Scenario(ABC):
         """How often the side effect ``name`` happened, per key (an order id, say), in a
         final state. Scenarios name theirs; the pytest plugin's ``side_effect_count`` asks."""
         raise ConfigError(f"scenario {self.id} declares no side effect {name!r}")
+
+    def planned_work(self, ctx: RunContext) -> Sequence[PlannedWork]:
+        """What the harness's own workload must get done in this run (``chaos.workload``):
+        checked after the invariants as the run's ``workload`` verdict, so a system that
+        keeps the workload from its work fails for it. Default: nothing declared (no such
+        verdict)."""
+        return ()
 
     def checkers(self) -> list[Invariant]:
         """The invariants this scenario checks, in order (ConfigError for an unknown name)."""
@@ -421,12 +458,13 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 __all__ = [
     "BUILTIN_ROOT",
     "Budgets",
-    "RestartPolicy",
     "Scenario",
     "Signal",
-    "Subject",
     "TaskSpec",
     "builtin_scenarios",
     "load_scenario",
     "pack_package",
 ]
+
+#: Old paths of names that moved (a DeprecationWarning naming the new one, for one release).
+__getattr__ = moved(__name__, {"Subject": "chaos.nemesis"})

@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import ConfigError
 from chaos.scenario import Scenario
 from faults.kinds import TargetKind
 from faults.model import FaultEvent, FaultSchedule
 from faults.triggers import AfterBytes, OnConnection, OnMessage
+from ground.errors import ConfigError
 
 
 def read_schedule_file(path: Path) -> FaultSchedule:
@@ -36,6 +36,11 @@ def read_schedule_file(path: Path) -> FaultSchedule:
         raise ConfigError(
             f"--schedule {path}: must be a JSON object {{seed, space_hash, events}}, "
             f"got {type(raw).__name__}"
+        )
+    if "events" not in raw:  # the model's default (none) would be a silent fault-free run
+        raise ConfigError(
+            f"--schedule {path}: events is required (an empty list runs no fault, as "
+            "--no-faults does)"
         )
     try:
         return FaultSchedule.from_dict(raw)
@@ -58,8 +63,14 @@ def check_schedule_targets(scenario: Scenario, variant: str, schedule: FaultSche
     """Every name the schedule's events use must be declared by the golden space or the
     variant's (a search draws from either); ConfigError naming the first that is not."""
     spaces = [scenario.fault_space(v) for v in dict.fromkeys(("golden", variant))]
+    lacks = set(scenario.absent.get(variant, ()))
     for event in schedule.events:
         for kind, name in _names(event):
+            if name in lacks:
+                raise ConfigError(
+                    f"schedule event {event.id}: variant {variant!r} of scenario "
+                    f"{scenario.id} has no {kind.value} {name!r} (Scenario.absent)"
+                )
             if not any(name in space.declared(kind) for space in spaces):
                 declared = sorted({n for space in spaces for n in space.declared(kind)})
                 raise ConfigError(

@@ -27,7 +27,7 @@ from typing import Protocol
 
 import trio
 
-from chaos.errors import ServiceError
+from ground.errors import ServiceError
 
 #: How long the run must be quiet before a check, and between the two checks.
 QUIET_S = 0.05

@@ -27,8 +27,8 @@ from typing import Any
 
 import trio
 
-from chaos.errors import ConfigError
 from chaos.services._spawn import DEVNULL, Child, spawn
+from ground.errors import ConfigError
 
 #: Set by ``chaos sweep`` for its workers: how many runs it keeps going at once.
 SWEEP_JOBS_ENV = "CHAOS_SWEEP_JOBS"

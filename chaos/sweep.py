@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.executor import Executor, LocalExecutor, RunOutcome, RunSpec
-from chaos.rng import check_seed
+from ground.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from ground.rng import check_seed
 
 MAX_SEEDS = 100_000
 

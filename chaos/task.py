@@ -1,35 +1,34 @@
-"""A scenario as a task: the folder a candidate works in, and its Harbor export.
+"""A scenario as a task: the folder a candidate works in, and what it may read.
 
 ``write_task_folder`` (``chaos task SCENARIO -o DIR``) writes what a candidate may see: the
 specification (the pack's README minus what is private: see ``public_spec``), the interface
 (``TaskSpec.interface``) with the run's limits, a starter program and how to self-check on
-the public seeds. ``write_harbor`` (``--format harbor``) writes a Harbor task (the format
-Terminal-Bench 2.0 and agent-training stacks load): ``task.toml``, ``instruction.md``,
-``environment/`` (a Dockerfile installing chaos-harness and the pack), ``tests/`` (the
-verifier: ``chaos grade`` on held-out seeds, the key kept beside it) and ``solution/``
-(the golden program, made self-contained by ``bundle_program``).
+the public seeds; ``check_leaks`` refuses a text that gives the golden away, ``public_pack``
+is the pack as a candidate may read it, and ``bundle_program`` makes a program
+self-contained. ``chaos.harbor`` packs the same for Harbor (``--format harbor``).
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import math
 import re
-import secrets
 import shutil
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-from chaos.errors import ConfigError
 from chaos.sandbox.graded import task_of
 from chaos.scenario import BUILTIN_ROOT, Scenario, TaskSpec
+from ground._moved import moved
+from ground.errors import ConfigError
 
 #: The harness package root (its parent holds chaos/, faults/, replay/, invariants/, ...).
 PROJECT_ROOT = BUILTIN_ROOT.parent
 #: Harness modules a self-contained program may carry (the ground floor imports nothing).
-PORTABLE = ("chaos.errors", "chaos.rng")
+PORTABLE = ("ground.errors", "ground.rng", "ground.jsonhttp")
+#: The harness's packages (what an export copies; what a program may not carry but PORTABLE).
+_HARNESS_PACKAGES = ("ground", "chaos", "faults", "replay", "invariants")
 _PRIVATE_BLOCK = re.compile(r"<!--\s*private\s*-->.*?<!--\s*/private\s*-->\n?", re.S)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
@@ -137,7 +136,6 @@ def write_task_folder(scenario: Scenario, out: Path) -> list[Path]:
     starter = scenario.path / task.starter
     if not starter.is_file():
         raise ConfigError(f"task starter {starter}: no such file")
-    _fresh_dir(out)
     program = f"./{starter.name}"
     files = {
         out / "README.md": public_spec(readme, task.private_sections)
@@ -145,6 +143,8 @@ def write_task_folder(scenario: Scenario, out: Path) -> list[Path]:
         + self_check_text(scenario, program),
         out / "TASK.md": interface.rstrip() + "\n\n" + limits_text(task),
     }
+    check_leaks(scenario, {**files, out / starter.name: _read(scenario, task.starter, "starter")})
+    _fresh_dir(out)
     for path, text in files.items():
         path.write_text(text, encoding="utf-8")
     shutil.copyfile(starter, out / starter.name)
@@ -211,9 +211,9 @@ def program_modules(scenario: Scenario, source: Path) -> tuple[str, dict[str, Pa
         top = name.split(".")[0]
         if name.startswith(f"{pack}.scenario") or name.startswith(f"{pack}.checkers"):
             raise ConfigError(f"{source} imports {name}: a candidate program cannot carry it")
-        if top in ("chaos", "faults", "replay", "invariants") and name not in (
+        if top in _HARNESS_PACKAGES and name not in (
             *PORTABLE,
-            "chaos",
+            "ground",
         ):
             raise ConfigError(
                 f"{source} imports {name}: only {', '.join(PORTABLE)} of the harness travel"
@@ -236,6 +236,72 @@ def _pack_modules(scenario: Scenario) -> dict[str, Path]:
         parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
         found[".".join(parts)] = file
     return found
+
+
+#: A line of the golden or of a private section counts as leaked from this length on (shorter
+#: ones, "return None", "## Variants", are everyone's).
+LEAK_MIN_CHARS = 30
+
+
+def check_leaks(scenario: Scenario, texts: dict[Path, str]) -> None:
+    """What a candidate will read holds no variant's name, no line of a private README
+    section in its specification (nor a diagnosis path anywhere) and no line of the golden
+    implementation (``solution``
+    and what it alone imports): ConfigError (exit 2) naming the file, the line and what it
+    leaks, before anything is written. Every pack, user packs too."""
+    task = task_of(scenario)
+    variants = [v for v in scenario.variants if v != "golden"]
+    names = re.compile(
+        r"(?<![\w-])(" + "|".join(re.escape(v) for v in variants) + r")(?![\w-])"
+    ) if variants else None  # fmt: skip
+    readme = _read(scenario, "README.md", "specification")
+    public = {line.strip() for line in public_spec(readme, task.private_sections).splitlines()}
+    private = {
+        line.strip()
+        for line in readme.splitlines()
+        if len(line.strip()) >= LEAK_MIN_CHARS and line.strip() not in public
+    }
+    golden = _golden_lines(scenario)
+    for path, text in texts.items():
+        # The interface (TASK.md) is public by the author's hand: it may say what a private
+        # section also says; the specification must not repeat a private section's lines.
+        spec = path.name in ("README.md", "instruction.md")
+        for number, line in enumerate(text.splitlines(), 1):
+            where = f"{path.name} line {number}"
+            found = names.search(line) if names is not None else None
+            if found is not None:
+                why = f"names variant {found.group(1)!r}"
+            elif "**Diagnosis path:**" in line or (spec and any(p in line for p in private)):
+                why = "holds a line of a private README section"
+            elif any(g in line for g in golden):
+                why = "holds a line of the golden implementation"
+            else:
+                continue
+            raise ConfigError(
+                f"task of {scenario.id}: {where} {why} (a candidate would read it): "
+                f"{line.strip()[:160]}"
+            )
+
+
+def _golden_lines(scenario: Scenario) -> set[str]:
+    """Lines only the golden's private files hold (in none of the pack's other programs,
+    the starter included, long enough to be its own)."""
+    private = private_files(scenario)
+    if not private:
+        return set()
+    mine = {p.resolve() for p in private}
+    others = "\n".join(
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in scenario.path.rglob("*.py")
+        if p.is_file() and p.resolve() not in mine
+    )
+    lines = set()
+    for file in private:
+        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+            text = line.strip()
+            if len(text) >= LEAK_MIN_CHARS and text not in others and not text.startswith("#"):
+                lines.add(text)
+    return lines
 
 
 def private_files(scenario: Scenario) -> list[Path]:
@@ -282,6 +348,12 @@ def _public_faults_toml(text: str) -> str:
         if keep:
             out.append(line)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip() + "\n"
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    shutil.copytree(
+        source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    )
 
 
 def public_pack(scenario: Scenario, target: Path) -> None:
@@ -351,266 +423,9 @@ def bundle_program(
     return out
 
 
-def new_key() -> str:
-    """A fresh held-out key (64 hex digits)."""
-    return secrets.token_hex(32)
-
-
-# -- Harbor ------------------------------------------------------------------------------
-
-_DOCKERFILE = """\
-# The environment of a chaos-harness task (written by `chaos task --format harbor`): the
-# harness with its packs, the agent's workspace in /app. The agent runs as `agent`; the
-# verifier runs as root, so the graded program gets a sandbox of its own.
-FROM python:3.11-slim
-{install}
-RUN useradd --create-home agent && mkdir -p /app && chown agent:agent /app
-COPY --chown=agent:agent workspace/ /app/
-WORKDIR /app
-"""
-
-_TEST_SH = """\
-#!/usr/bin/env bash
-# The verifier of this task (written by `chaos task --format harbor`): grades the program in
-# /app on held-out seeds derived from the key beside this script (tests/ reaches the
-# container only after the agent is done, so the agent never sees it), and writes
-# reward.json (reward, primary, the pass rate of each invariant), grade.json (every field of
-# `chaos grade --json`), junit.xml and the traces. For a local check outside Harbor:
-#   CHAOS_REWARD_DIR  where to write (default /logs/verifier)
-#   CHAOS_IMPL        the program to grade (default /app/{service} if a folder, else
-#                     /app/{service}.py)
-#   CHAOS_HELDOUT     how many held-out seeds (default {heldout})
-#   CHAOS_JOBS        runs side by side (default {jobs})
-set -u
-here="$(cd "$(dirname "$0")" && pwd)"
-out="${{CHAOS_REWARD_DIR:-/logs/verifier}}"
-impl="${{CHAOS_IMPL:-}}"
-if [ -z "$impl" ]; then
-    if [ -d /app/{service} ]; then impl=/app/{service}; else impl=/app/{service}.py; fi
-fi
-mkdir -p "$out"
-chmod 600 "$here/heldout.key"
-# the whole harness and pack (the image holds the pack without its implementation)
-chmod -R go-rwx "$here/harness" "$here/pack" 2>/dev/null
-export PYTHONPATH="$here/harness${{PYTHONPATH:+:$PYTHONPATH}}"
-python3 -m chaos grade {scenario} --impl "$impl" --heldout-key "$here/heldout.key" \\
-    --heldout "${{CHAOS_HELDOUT:-{heldout}}}" --jobs "${{CHAOS_JOBS:-{jobs}}}" \\
-    --out-dir "$out/traces" --junit "$out/junit.xml" --json > "$out/grade.json"
-code=$?
-python3 "$here/reward.py" "$out/grade.json" "$out/reward.json" "$code"
-"""
-
-_REWARD_PY = '''\
-"""Turn `chaos grade --json` into Harbor's reward.json: a flat map of numbers."""
-
-import json
-import sys
-
-grade_file, reward_file, code = sys.argv[1], sys.argv[2], int(sys.argv[3])
-try:
-    with open(grade_file) as f:
-        grade = json.load(f)
-except (OSError, ValueError):
-    grade = None
-if grade is None:
-    reward = {{"reward": 0.0, "verifier_error": 1}}
-else:
-    reward = {{"reward": grade["reward"], "primary": grade["primary"]}}
-    reward.update({{name: rate for name, rate in grade["invariants"].items()}})
-    reward["contained_seeds"] = sum(grade["contained"].values())
-    reward["harness_errors"] = grade["errors"]
-    reward["seeds"] = grade["graded"]
-with open(reward_file, "w") as f:
-    json.dump(reward, f, sort_keys=True)
-print(json.dumps(reward, sort_keys=True))
-sys.exit(0 if code in (0, 1) else code)
-'''
-
-_SOLVE_SH = """\
-#!/usr/bin/env bash
-# The oracle (written by `chaos task --format harbor`): puts the golden {service} where the
-# verifier looks for it.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-rm -rf /app/{service} /app/{service}.py
-cp -r "$here/{service}" /app/{service}
-"""
-
-
-def _toml_str(value: str) -> str:
-    return json.dumps(value)
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    shutil.copytree(
-        source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    )
-
-
-_HARNESS_PACKAGES = ("chaos", "faults", "replay", "invariants")
-
-
-def _harness_install(env_dir: Path, scenario: Scenario, builtin: bool) -> str:
-    """Copy the harness's source into the build context; the Dockerfile lines installing it.
-
-    The image gets the harness and, of the built-in packs, only the task's, as a candidate
-    may read it (``public_pack``): the agent self-checks with it, and cannot read the
-    golden implementation in it. The verifier brings the whole pack (``tests/harness``)."""
-    if not (PROJECT_ROOT / "pyproject.toml").is_file():
-        from chaos.grading import harness_version
-
-        return f"RUN pip install --no-cache-dir chaos-harness=={harness_version()}"
-    target = env_dir / "chaos-harness"
-    target.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (PROJECT_ROOT / name).is_file():
-            shutil.copyfile(PROJECT_ROOT / name, target / name)
-    for package in _HARNESS_PACKAGES:
-        _copy_tree(PROJECT_ROOT / package, target / package)
-    scenarios = target / "scenarios"
-    scenarios.mkdir()
-    for name in ("__init__.py", "py.typed"):
-        if (BUILTIN_ROOT / name).is_file():
-            shutil.copyfile(BUILTIN_ROOT / name, scenarios / name)
-    if builtin:
-        public_pack(scenario, scenarios / scenario.id)
-    return (
-        "COPY chaos-harness /opt/chaos-harness\n"
-        "RUN pip install --no-cache-dir /opt/chaos-harness && rm -rf /opt/chaos-harness"
-    )
-
-
-def _verifier_harness(tests: Path, scenario: Scenario, builtin: bool) -> None:
-    """The whole harness and pack for the verifier (``tests/``, which reaches the container
-    only after the agent is done): ``tests/test.sh`` puts it first on PYTHONPATH."""
-    target = tests / "harness"
-    target.mkdir()
-    for package in _HARNESS_PACKAGES:
-        _copy_tree(PROJECT_ROOT / package, target / package)
-    scenarios = target / "scenarios"
-    scenarios.mkdir()
-    for name in ("__init__.py", "py.typed"):
-        if (BUILTIN_ROOT / name).is_file():
-            shutil.copyfile(BUILTIN_ROOT / name, scenarios / name)
-    if builtin:
-        _copy_tree(scenario.path, scenarios / scenario.id)
-    else:
-        _copy_tree(scenario.path, tests / "pack")
-
-
-def verifier_timeout_s(task: TaskSpec, seeds: int, jobs: int) -> float:
-    """Room for every graded run at its wall-clock limit, a few at a time, plus setup."""
-    return float(math.ceil(seeds / jobs) * task.limits.wall_s + 300)
-
-
-def write_harbor(
-    scenario: Scenario,
-    out: Path,
-    *,
-    heldout: int | None = None,
-    key: bytes | None = None,
-) -> list[Path]:
-    """``chaos task SCENARIO --format harbor -o DIR``: a Harbor task. Returns its files."""
-    from chaos.grading import MAX_HELDOUT, harness_version
-
-    task = task_of(scenario)
-    count = task.heldout_seeds if heldout is None else heldout
-    if not 1 <= count <= MAX_HELDOUT:
-        raise ConfigError(f"--heldout: want 1 to {MAX_HELDOUT}, got {count}")
-    readme = _read(scenario, "README.md", "specification")
-    interface = _read(scenario, task.interface, "interface")
-    starter = scenario.path / task.starter
-    if not starter.is_file():
-        raise ConfigError(f"task starter {starter}: no such file")
-    if task.solution is None:
-        raise ConfigError(f"scenario {scenario.id}'s task names no solution (TaskSpec.solution)")
-    program_modules(scenario, scenario.path / task.solution)  # refuses before writing
-    _fresh_dir(out)
-    service = task.service
-    jobs = max(1, task.cpus // 2)
-    builtin = scenario.path.parent == BUILTIN_ROOT.resolve()
-    scenario_arg = scenario.id if builtin else f"/opt/chaos-packs/{scenario.id}"
-
-    env_dir = out / "environment"
-    env_dir.mkdir()
-    install = _harness_install(env_dir, scenario, builtin)
-    if not builtin:
-        public_pack(scenario, env_dir / "pack")
-        install += f"\nCOPY pack {scenario_arg}"
-    (env_dir / "Dockerfile").write_text(_DOCKERFILE.format(install=install))
-    workspace = env_dir / "workspace"
-    workspace.mkdir()
-    program = f"/app/{service}.py"
-    spec = public_spec(readme, task.private_sections)
-    check = self_check_text(scenario, program).replace(str(scenario.path), scenario_arg)
-    interface_text = interface.rstrip() + "\n\n" + limits_text(task)
-    (workspace / "README.md").write_text(spec + "\n" + check)
-    (workspace / "TASK.md").write_text(interface_text)
-    shutil.copyfile(starter, workspace / f"{service}.py")
-
-    (out / "instruction.md").write_text(
-        f"# {scenario.id}: {task.summary}\n\n"
-        f"Write the `{service}` of the system below. Your program goes in `{program}` (a "
-        f"starter that runs but does nothing useful is there), or in a folder "
-        f"`/app/{service}/` holding `main.py` or an executable `run`. `/app/README.md` "
-        f"(the specification) and `/app/TASK.md` (the interface) are the same texts as "
-        f"here.\n\n{interface_text}\n\n# The specification\n\n{spec}\n{check}"
-    )
-    key_text = key.decode() if key is not None else new_key()
-    wall = verifier_timeout_s(task, count, jobs)
-    (out / "task.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            schema_version = "1.1"
-
-            [task]
-            name = {_toml_str(f"chaos-harness/{scenario.id}")}
-            description = {_toml_str(task.summary)}
-            keywords = ["chaos-engineering", "distributed-systems", "fault-injection"]
-
-            [metadata]
-            category = "distributed-systems"
-            scenario = {_toml_str(scenario.id)}
-            scenario_hash = {_toml_str(scenario.content_hash())}
-            harness_version = {_toml_str(harness_version())}
-            service = {_toml_str(service)}
-            heldout_seeds = {count}
-
-            [verifier]
-            timeout_sec = {wall}
-            user = "root"
-
-            [agent]
-            timeout_sec = {float(task.agent_timeout_s)}
-            user = "agent"
-
-            [environment]
-            build_timeout_sec = 900.0
-            cpus = {task.cpus}
-            memory_mb = {task.memory_mb}
-            storage_mb = 10240
-            allow_internet = false
-            """
-        )
-    )
-    tests = out / "tests"
-    tests.mkdir()
-    test_sh = tests / "test.sh"
-    verifier_scenario = scenario.id if builtin else '"$here/pack"'
-    test_sh.write_text(
-        _TEST_SH.format(service=service, scenario=verifier_scenario, heldout=count, jobs=jobs)
-    )
-    _verifier_harness(tests, scenario, builtin)
-    test_sh.chmod(0o755)
-    (tests / "reward.py").write_text(_REWARD_PY.format())
-    key_file = tests / "heldout.key"
-    key_file.write_text(key_text + "\n")
-    key_file.chmod(0o600)
-
-    solution = out / "solution"
-    solution.mkdir()
-    bundle_program(scenario, solution / service)
-    solve = solution / "solve.sh"
-    solve.write_text(_SOLVE_SH.format(service=service))
-    solve.chmod(0o755)
-    return sorted(p for p in out.rglob("*") if p.is_file())
+#: Old paths of names that moved (a DeprecationWarning naming the new one, for one release).
+__getattr__ = moved(
+    __name__,
+    {name: "chaos.harbor" for name in ("new_key", "verifier_timeout_s", "write_harbor")},
+    removed_in="0.4.0",  # moved after 0.2.0: kept through the next release
+)

@@ -11,8 +11,11 @@
 The checks follow the principles the environment builder works by: a golden solution must
 hold on seeds it was not tuned on; a defective variant must fail for the right reason (the
 invariant it declares, not another) and reproducibly (the same violation on every replay).
-The runs and replays are parameters (``RunFn``, ``ReplayFn``), so the decisions are tested
+The runs and replays are parameters (``RunVariantFn``, ``ReplayFn``), so the decisions are tested
 without services; ``real_run`` and ``real_replay`` do the real thing.
+
+Size (about 570 lines): one module because the six checks of one validation and the report
+that names each outcome share the report's types and are read in order.
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ChaosError, ConfigError
-from chaos.rng import check_seed
+import trio
+
 from chaos.run import Progress, RunOptions, no_fault_schedule, run_scenario
 from chaos.scenario import Scenario, Signal
+from ground.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ChaosError, ConfigError
+from ground.rng import check_seed
 
 DEFAULT_SEEDS, DEFAULT_FIRST_SEED, DEFAULT_REPLAYS = 20, 1000, 20
 GOLDEN = "golden"
@@ -90,7 +96,7 @@ class Observed:
         }
 
 
-class RunFn(Protocol):
+class RunVariantFn(Protocol):
     """(variant, seed, trace path; ``faults=False``: no fault injected) -> what the run
     observed."""
 
@@ -272,6 +278,12 @@ def check_declarations(scenario: Scenario) -> dict[str, str]:
     scenario.checkers()
     for variant in scenario.variants:
         scenario.fault_space(variant)
+    for variant in scenario.absent:
+        if variant not in scenario.variants or variant == "golden":
+            raise ConfigError(
+                f"scenario {scenario.id}: absent names {variant!r}, which is not a variant "
+                f"other than golden (variants: {', '.join(scenario.variants)})"
+            )
     for variant in scenario.signals:
         if variant not in catches:
             raise ConfigError(
@@ -299,7 +311,7 @@ def no_faults_path(out_dir: Path, variant: str) -> Path:
 async def check_golden(
     seeds: list[int],
     out_dir: Path,
-    run: RunFn,
+    run: RunVariantFn,
     progress: Progress,
     check: GoldenCheck | None = None,
 ) -> GoldenCheck:
@@ -307,22 +319,36 @@ async def check_golden(
     into ``check`` (if given) as they come, so a validation cut off keeps them."""
     check = check or GoldenCheck(seeds)
     for seed in seeds:
-        progress(f"golden seed {seed}")
-        observed = await run(GOLDEN, seed, trace_path(out_dir, GOLDEN, seed))
-        check.runs[seed] = observed
-        where = {"seed": seed, "trace": str(observed.trace)}
-        if observed.error is not None:
-            check.errors.append({**where, "error": observed.error})
-        elif observed.violated():
-            check.failures.append(
-                {**where, "reason": "violated", "invariants": observed.violated()}
-            )
-        elif not observed.settled:
-            check.failures.append({**where, "reason": "did not settle"})
-        elif not observed.verdicts or any(v is not True for v in observed.verdicts.values()):
-            undecided = [n for n, v in observed.verdicts.items() if v is not True]
-            check.errors.append({**where, "error": f"undecided: {', '.join(undecided) or 'none'}"})
+        await _golden_seed(seed, out_dir, run, progress, check)
     return check
+
+
+async def _golden_seed(
+    seed: int, out_dir: Path, run: RunVariantFn, progress: Progress, check: GoldenCheck
+) -> None:
+    """One golden seed: run it, judge it into ``check``."""
+    progress(f"golden seed {seed}")
+    observed = await run(GOLDEN, seed, trace_path(out_dir, GOLDEN, seed))
+    check.runs[seed] = observed
+    where = {"seed": seed, "trace": str(observed.trace)}
+    if observed.error is not None:
+        check.errors.append({**where, "error": observed.error})
+    elif observed.violated():
+        check.failures.append(
+            {**where, "reason": "violated", "invariants": observed.violated()}
+        )
+    elif not observed.settled:
+        check.failures.append({**where, "reason": "did not settle"})
+    elif not observed.verdicts or any(v is not True for v in observed.verdicts.values()):
+        undecided = [n for n, v in observed.verdicts.items() if v is not True]
+        check.errors.append({**where, "error": f"undecided: {', '.join(undecided) or 'none'}"})
+
+
+def _in_seed_order(check: GoldenCheck) -> None:
+    """Golden results measured side by side, put in the order the sequential path gives."""
+    check.runs = {seed: check.runs[seed] for seed in sorted(check.runs)}
+    check.failures.sort(key=lambda f: int(f["seed"]))
+    check.errors.sort(key=lambda e: int(e["seed"]))
 
 
 async def check_variant(
@@ -331,7 +357,7 @@ async def check_variant(
     seeds: list[int],
     replays: int,
     out_dir: Path,
-    run: RunFn,
+    run: RunVariantFn,
     replay: ReplayFn,
     progress: Progress,
     *,
@@ -392,15 +418,22 @@ async def validate(
     first_seed: int = DEFAULT_FIRST_SEED,
     replays: int = DEFAULT_REPLAYS,
     out_dir: Path,
-    run: RunFn,
+    run: RunVariantFn,
     replay: ReplayFn,
     progress: Progress | None = None,
     report: ValidationReport | None = None,
+    side_by_side: bool = False,
 ) -> ValidationReport:
     """Check golden on ``seeds`` held-out seeds and every defective variant. Every
     declaration is checked before the first run (``check_declarations``). Results go into
     ``report`` (if given) as they are measured: when validation is cut off (a harness
-    error, Ctrl-C), the caller still has everything measured so far."""
+    error, Ctrl-C), the caller still has everything measured so far.
+
+    ``side_by_side``: every golden seed and every variant's check go at once (``run`` and
+    ``replay`` then bound how many runs go together: ``chaos validate --jobs``). Each
+    variant's own steps keep their order (no fault, then seed after seed until one catches,
+    then its replays), so the seeds, traces and verdicts are those of the sequential path;
+    the report lists them in the same order."""
     if seeds < 1:
         raise ConfigError(f"seeds must be >= 1, got {seeds}")
     if replays < 1:
@@ -413,13 +446,30 @@ async def validate(
     report = report or ValidationReport(scenario.id, GoldenCheck(seed_list))
     report.scenario, report.golden.seeds, report.replays = scenario.id, seed_list, replays
     report.expected = list(catches)
-    await check_golden(seed_list, out_dir, run, say, report.golden)
-    for variant, invariant in catches.items():
-        check = report.variants[variant] = VariantCheck(variant, invariant)
-        await check_variant(
-            variant, invariant, seed_list, replays, out_dir, run, replay, say,
-            signals=tuple(scenario.signals.get(variant, ())), check=check,
-        )  # fmt: skip
+    if not side_by_side:
+        await check_golden(seed_list, out_dir, run, say, report.golden)
+        for variant, invariant in catches.items():
+            check = report.variants[variant] = VariantCheck(variant, invariant)
+            await check_variant(
+                variant, invariant, seed_list, replays, out_dir, run, replay, say,
+                signals=tuple(scenario.signals.get(variant, ())), check=check,
+            )  # fmt: skip
+        return report
+    try:
+        async with trio.open_nursery() as nursery:
+            for seed in seed_list:
+                nursery.start_soon(_golden_seed, seed, out_dir, run, say, report.golden)
+            for variant, invariant in catches.items():
+                check = report.variants[variant] = VariantCheck(variant, invariant)
+                nursery.start_soon(
+                    partial(
+                        check_variant, variant, invariant, seed_list, replays, out_dir, run,
+                        replay, say, signals=tuple(scenario.signals.get(variant, ())),
+                        check=check,
+                    )
+                )  # fmt: skip
+    finally:
+        _in_seed_order(report.golden)
     return report
 
 
@@ -436,8 +486,8 @@ def _error_text(exc: BaseException) -> str | None:
     return None
 
 
-def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
-    """A ``RunFn`` that runs ``scenario`` for real (``chaos.run.run_scenario``)."""
+def real_run(scenario: Scenario, progress: Progress | None = None) -> RunVariantFn:
+    """A ``RunVariantFn`` that runs ``scenario`` for real (``chaos.run.run_scenario``)."""
 
     async def run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
         schedule = None if faults else no_fault_schedule(scenario, variant, seed)
@@ -458,9 +508,9 @@ def real_run(scenario: Scenario, progress: Progress | None = None) -> RunFn:
 
 
 def real_replay(progress: Progress | None = None, scenario: Scenario | None = None) -> ReplayFn:
-    """A ``ReplayFn`` that replays a trace for real (``replay.replay.run_replays``), with
+    """A ``ReplayFn`` that replays a trace for real (``chaos.replay.run_replays``), with
     ``scenario`` (the pack being validated) or else the pack the trace recorded."""
-    from replay.replay import prepare_replay, run_replays
+    from chaos.replay import prepare_replay, run_replays
 
     async def replay(trace: Path, times: int) -> list[Observed]:
         plan = prepare_replay(trace, scenario=scenario)
@@ -475,6 +525,22 @@ def real_replay(progress: Progress | None = None, scenario: Scenario | None = No
     return replay
 
 
+def bounded(run: RunVariantFn, replay: ReplayFn, jobs: int) -> tuple[RunVariantFn, ReplayFn]:
+    """``run`` and ``replay`` sharing ``jobs`` places: at most ``jobs`` runs or replays at
+    once (``validate(side_by_side=True)`` over runners that bound nothing themselves)."""
+    limiter = trio.CapacityLimiter(jobs)
+
+    async def one_run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        async with limiter:
+            return await run(variant, seed, out, faults=faults)
+
+    async def one_replay(trace: Path, times: int) -> list[Observed]:
+        async with limiter:
+            return await replay(trace, times)
+
+    return one_run, one_replay
+
+
 __all__ = [
     "CAUGHT",
     "ERROR",
@@ -487,14 +553,14 @@ __all__ = [
     "GoldenCheck",
     "Observed",
     "ReplayFn",
-    "RunFn",
+    "RunVariantFn",
     "ValidationReport",
     "VariantCheck",
+    "bounded",
     "check_declarations",
     "check_golden",
     "check_variant",
     "declared_catches",
-    "no_fault_schedule",
     "real_replay",
     "real_run",
     "required_replays",

@@ -10,7 +10,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 
 _COMPARISONS = {
     "greater_than_equal": ("ge", ">="),

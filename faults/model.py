@@ -12,8 +12,6 @@ from typing import Annotated, Any, Self
 import msgpack
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
-from chaos.errors import ConfigError
-from chaos.rng import SEED_MAX
 from faults._canonical import packb
 from faults._validation import FrozenModel
 from faults.kinds import INSTANTANEOUS, LAYER, TARGET_KIND, FaultKind, FaultLayer, TargetKind
@@ -33,6 +31,8 @@ from faults.params import (
 )
 from faults.target import Target
 from faults.triggers import AfterBytes, AtTime, OnConnection, OnMessage, Trigger
+from ground.errors import ConfigError
+from ground.rng import SEED_MAX
 
 __all__ = [
     "AfterBytes",
@@ -113,7 +113,7 @@ class FaultEvent(FrozenModel):
 class FaultSchedule(FrozenModel):
     """The faults of one run, in order, with the seed and fault space they came from."""
 
-    seed: Annotated[int, Field(strict=True, ge=0, le=SEED_MAX)]  # chaos.rng.check_seed's range
+    seed: Annotated[int, Field(strict=True, ge=0, le=SEED_MAX)]  # ground.rng.check_seed's range
     space_hash: str
     events: tuple[FaultEvent, ...] = ()
 
@@ -125,6 +125,11 @@ class FaultSchedule(FrozenModel):
                 raise ValueError(f"duplicate fault event id {event.id!r}")
             seen.add(event.id)
         return self
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """How Hypothesis (and IPython) print a schedule: code that builds it again, so a
+        falsifying example pastes into ``@example(schedule=...)`` as printed."""
+        printer.text(f"FaultSchedule.from_dict({self.to_dict()!r})")
 
     def to_msgpack(self) -> bytes:
         """Canonical msgpack bytes: equal schedules give equal bytes everywhere."""

@@ -12,10 +12,10 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos.rng import check_seed, derive_rng
 from faults._draw import assemble, draw_event
 from faults.model import FaultSchedule
 from faults.space import FaultSpace
+from ground.rng import check_seed, derive_rng
 
 
 class RngDraw:

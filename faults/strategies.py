@@ -1,4 +1,7 @@
-"""Hypothesis strategies over a fault space, for ``chaos search``.
+"""Hypothesis strategies over a fault space, for property tests of your own (docs/faults.md).
+
+``chaos search`` does not use them (it draws and shrinks schedules itself), and tests on real
+runs take ``chaos.hypothesis.schedules`` (which draws as ``generate`` does).
 
 ``schedules(space)`` draws the same shapes as ``generate`` and shrinks toward fewer events
 (a list that loses elements), the first template, and the low end of every range: shorter,

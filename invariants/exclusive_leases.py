@@ -103,4 +103,4 @@ def exclusive_leases(history: History, final_state: Mapping[str, Any]) -> Verdic
     )
 
 
-__all__ = ["NAME", "exclusive_leases", "overlap"]
+__all__ = ["exclusive_leases", "overlap"]

@@ -196,4 +196,4 @@ def fencing_tokens(history: History, final_state: Mapping[str, Any]) -> Verdict:
     )
 
 
-__all__ = ["NAME", "fencing_tokens"]
+__all__ = ["fencing_tokens"]

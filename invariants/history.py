@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args, overload
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 
 OpType = Literal["invoke", "ok", "fail", "info"]
 _TYPES: tuple[str, ...] = get_args(OpType)
@@ -143,9 +143,7 @@ class History(Sequence[Op]):
         the harness's observations (and without fields other than an op's own)."""
         fields = Op.__dataclass_fields__
         return cls(
-            {k: e.get(k) for k in fields}
-            for e in events
-            if not is_observation(e.get("process"))
+            {k: e.get(k) for k in fields} for e in events if not is_observation(e.get("process"))
         )
 
     def by_f(self, f: str) -> History:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from invariants.base import CheckFn, FunctionInvariant, Invariant
 
 #: Namespace (a pack, or None for the generic checkers) -> name -> invariant.

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 
 Validity = bool | Literal["unknown"]
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos._checks import check_duration, check_out_dir, check_out_file, check_port, check_seed
-from chaos.errors import ConfigError
+from ground._checks import check_duration, check_port, check_seed
+from ground._paths import check_out_dir, check_out_file
+from ground.errors import ConfigError
 
 SENTINEL = b"a good trace, to be left alone"
 
@@ -157,4 +158,25 @@ def test_output_checks_create_nothing(tmp_path: Path) -> None:
 )
 def test_a_bad_stress_is_refused_before_anything_runs(tmp_path: Path, args: list[str]) -> None:
     _refused(tmp_path, args, "--stress")
+    assert not (tmp_path / "traces").exists()
+
+
+STARTER = str(Path(__file__).resolve().parent.parent / "scenarios" / "payments" / "starter.py")
+
+
+@pytest.mark.parametrize(
+    ("limit", "needle"),
+    [
+        ("memory_mb=1000000000000000", "memory_mb must be at most 1048576, got 1000000000000000"),
+        ("cpu_s=1e9", "--limit cpu_s must be at most 86400, got 1000000000"),
+        ("processes=10000000", "--limit processes must be at most 65536"),
+        ("open_files=99999999", "--limit open_files must be at most 1048576"),
+        ("wall_s=1e300", "--limit wall_s must be at most 86400"),
+        ("term_s=601", "--limit term_s must be at most 600, got 601"),
+    ],
+)
+def test_each_limit_has_a_maximum(tmp_path: Path, limit: str, needle: str) -> None:
+    """`--limit memory_mb=10**15` was accepted (and overflowed the rlimit in the sandbox)."""
+    for command in (["run", "payments", "--impl"], ["grade", "payments", "--public", "--impl"]):
+        _refused(tmp_path, [*command, STARTER, "--limit", limit], needle)
     assert not (tmp_path / "traces").exists()

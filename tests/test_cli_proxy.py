@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import signal
 import socket
@@ -12,12 +13,13 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 import typer
 
 from chaos import cli
-from chaos.errors import ChaosError, ConfigError, TraceFormatError
+from ground.errors import ChaosError, ConfigError, TraceFormatError
 
 
 def _free_port() -> int:
@@ -61,16 +63,26 @@ def _version(port: int) -> dict[str, str]:
         return payload
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_serve_answers_and_exits_cleanly_on_signal(signum: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("signum", "word"),
+    [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated (SIGTERM)"),
+     (signal.SIGHUP, "hung up (SIGHUP)")],
+)  # fmt: skip
+def test_serve_answers_and_stops_on_a_signal_as_every_command(
+    signum: signal.Signals, word: str
+) -> None:
     port = _free_port()
     with _serving("--port", str(port), "--seed", "7") as (proc, banner):
         assert banner == f"chaos proxy: Toxiproxy API on http://127.0.0.1:{port} (seed 7)"
         assert _version(port)["version"].startswith("2.12.0")
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=30)
-        assert proc.returncode == 0
-        assert stderr == ""
+        assert proc.returncode == 128 + signum
+        assert stderr == f"chaos: error: {word}: stopped; nothing half-written was left\n"
+    with socket.socket() as again:  # nothing listens on its port any more
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (TIME_WAIT is fine)
+        again.bind(("127.0.0.1", port))
+        again.listen(1)
 
 
 def test_serve_port_in_use_is_exit_2_with_one_line() -> None:
@@ -171,10 +183,50 @@ def test_exit_codes_from_commands_pass_through(extra_commands: typer.Typer) -> N
     assert exited.value.code == 1
 
 
-def test_unrelated_exception_groups_propagate(extra_commands: typer.Typer) -> None:
+def test_a_group_fails_like_its_first_chaos_error(
+    extra_commands: typer.Typer, capsys: pytest.CaptureFixture[str]
+) -> None:
     @cli.app.command("raise-mixed")
-    def _mixed() -> None:
-        raise ExceptionGroup("nursery", [ConfigError("x"), KeyError("y")])
+    def _mixed() -> None:  # what failed after the cause, in sibling tasks, follows from it
+        raise ExceptionGroup("nursery", [KeyError("y"), ConfigError("x")])
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["raise-mixed"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == "chaos: error: x\n"
+
+
+def test_a_bug_propagates_under_a_test(extra_commands: typer.Typer) -> None:
+    @cli.app.command("raise-bug")
+    def _bug() -> None:
+        raise ExceptionGroup("nursery", [KeyError("y")])
 
     with pytest.raises(ExceptionGroup):
-        cli.main(["raise-mixed"])
+        cli.main(["raise-bug"])
+
+
+def test_a_bug_is_one_line_and_exit_3_from_the_program(tmp_path: Path) -> None:
+    """The chaos program never shows a traceback: a bug is one line naming it, exit 3 (its
+    traceback only with CHAOS_TRACEBACK=1)."""
+    code = (
+        "import sys; from chaos import cli\n"
+        "@cli.app.command('raise-bug')\n"
+        "def _bug() -> None:\n"
+        "    raise ExceptionGroup('nursery', [KeyError('y')])\n"
+        "sys.argv = ['chaos', 'raise-bug']\n"
+        "from chaos.__main__ import main\n"
+        "main()\n"
+    )
+    for debug, lines in (("", 1), ("1", None)):
+        env = {**os.environ, "CHAOS_TRACEBACK": debug}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=60, env=env, cwd=tmp_path, check=False)  # fmt: skip
+        assert done.returncode == 3
+        first = done.stderr.splitlines()[0]
+        assert first.startswith("chaos: error: internal error: ExceptionGroup: nursery")
+        if lines is not None:
+            assert len(done.stderr.splitlines()) == lines, done.stderr
+            assert "CHAOS_TRACEBACK=1 shows where" in first
+        else:
+            assert "Traceback" in done.stderr
+            assert "KeyError" in done.stderr

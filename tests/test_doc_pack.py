@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from chaos.context import RunContext
-from chaos.errors import ConfigError
 from chaos.scenario import load_scenario, pack_package
+from ground.errors import ConfigError
 from invariants import REGISTRY
 from tests.doc_pack import write_doc_pack
 

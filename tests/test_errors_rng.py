@@ -9,7 +9,7 @@ import sys
 import msgpack
 import pytest
 
-from chaos.errors import (
+from ground.errors import (
     EXIT_BAD_INPUT,
     EXIT_HANGUP,
     EXIT_HARNESS,
@@ -21,7 +21,7 @@ from chaos.errors import (
     TraceFormatError,
     exit_code_for,
 )
-from chaos.rng import SEED_MAX, check_seed
+from ground.rng import SEED_MAX, check_seed
 
 
 @pytest.mark.parametrize(
@@ -74,9 +74,9 @@ def test_a_bad_seed_is_one_config_error_naming_what(seed: object, message: str) 
 
 def test_the_ground_floor_loads_nothing_else_of_the_project() -> None:
     code = (
-        "import sys, chaos.errors, chaos.rng; "
+        "import sys, ground.errors, ground.rng; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('chaos', 'faults', 'replay', 'invariants', 'scenarios')))"
+        "('ground', 'chaos', 'faults', 'replay', 'invariants', 'scenarios')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['chaos', 'chaos.errors', 'chaos.rng']"
+    assert out.stdout.strip() == "['ground', 'ground.errors', 'ground.rng']"

@@ -21,7 +21,6 @@ import trio
 
 from chaos import cli
 from chaos.cli import _optional_values
-from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.executor import (
     LOST_RETRIES,
     LocalExecutor,
@@ -31,6 +30,7 @@ from chaos.executor import (
     with_retries,
 )
 from chaos.services import default_run_parent
+from ground.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from replay.trace import read_trace
 from tests.ray.packs import HANG_SEED, WAIT_SEED, write_tiny_pack
 
@@ -164,7 +164,7 @@ def test_bad_executor_flags_are_one_line_exit_2(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("command", ["sweep", "grade"])
+@pytest.mark.parametrize("command", ["sweep", "grade", "validate"])
 def test_jobs_0_is_one_line_exit_2(command: str) -> None:
     done = _chaos(*COMMANDS[command], "--jobs", "0")
     assert done.returncode == 2
@@ -239,7 +239,7 @@ def _child_running(seed: int, warm: bool) -> psutil.Process | None:
             cmdline = child.cmdline()
         except psutil.Error:
             continue
-        if warm and "chaos.warm" in cmdline:
+        if warm and "chaos.warm_worker" in cmdline:
             return child
         if not warm and "run" in cmdline and "--seed" in cmdline and str(seed) in cmdline:
             return child
@@ -311,3 +311,49 @@ def test_a_loopback_ray_address_is_recognised(host: str, loopback: bool) -> None
     assert _is_loopback(host) is loopback
     if ":" not in host:
         assert check_address(f"{host}:6379") == (host, 6379)
+
+
+def test_a_candidate_spec_crosses_to_a_worker_as_it_is(tmp_path: Path) -> None:
+    """A graded RunSpec carries its candidate as data: to_dict/from_dict give it back
+    unchanged (the program not hashed again), a warm run is allowed, and a cold run's
+    command line holds the same candidate as ``chaos run --impl`` flags."""
+    from chaos.sandbox.candidate import CandidateSpec, Limits, Program
+
+    program_file = tmp_path / "main.py"
+    program_file.write_text("print('ready')\n")
+    program = Program.from_path(program_file)
+    spec = CandidateSpec(
+        program, Limits(cpu_s=12.5, memory_mb=256), "uid", None, (tmp_path / "key",)
+    )
+    run = RunSpec("payments", 7, (), tmp_path, candidate=spec)
+    data = json.loads(json.dumps(run.to_dict()))
+    again = RunSpec.from_dict(data)
+    assert again == run
+    assert again.candidate == spec
+    assert LocalExecutor(warm=True).warm_for([again])
+    argv = again.argv()
+    assert argv[argv.index("--impl") + 1] == str(program_file)
+    limits = [argv[i + 1] for i, a in enumerate(argv) if a == "--limit"]
+    assert Limits.parse(limits) == spec.limits
+    assert argv[argv.index("--isolation") + 1] == "uid"
+    assert argv[argv.index("--hide") + 1] == str(tmp_path / "key")
+    # the program's hash is carried, not recomputed: a changed file still names the old one
+    program_file.write_text("print('changed')\n")
+    assert RunSpec.from_dict(data).candidate.program.sha256 == program.sha256  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"program": {"path": "/x", "kind": "shell", "entry": "", "sha256": "0"}},
+        {"limits": {"cpu_s": -1}},
+        {"limits": {"no_such_limit": 1}},
+    ],
+)
+def test_a_bad_candidate_spec_is_refused(change: dict[str, object], tmp_path: Path) -> None:
+    from chaos.sandbox.candidate import CandidateSpec, Limits, Program
+
+    (tmp_path / "main.py").write_text("")
+    data = CandidateSpec(Program.from_path(tmp_path / "main.py"), Limits()).to_dict()
+    with pytest.raises(ConfigError):
+        CandidateSpec.from_dict({**data, **change})

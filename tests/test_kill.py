@@ -25,8 +25,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chaos.rng import derive_rng
 from chaos.services import default_run_parent, registry
+from ground.rng import derive_rng
 from replay.trace import read_trace
 
 pytestmark = pytest.mark.slow
@@ -58,6 +58,13 @@ class Place:
 
 @pytest.fixture
 def place(tmp_path: Path) -> Iterator[Place]:
+    with open_place(tmp_path) as here:
+        yield here
+
+
+@contextlib.contextmanager
+def open_place(tmp_path: Path) -> Iterator[Place]:
+    """A runs' root and a registry of their own (removed after, whatever the runs left)."""
     root = Path(tempfile.mkdtemp(prefix="chaos-kill-runs-", dir=default_run_parent()))
     root.chmod(0o755)  # PostgreSQL runs as its own user and must reach its data dir
     reg = Path(tempfile.mkdtemp(prefix="chaos-kill-registry-", dir=default_run_parent()))

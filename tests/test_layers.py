@@ -1,7 +1,7 @@
 """The house's layers: imports point down only, no import cycle, packs stay off engines and faces.
 
 The layer order is written once, here (docs/architecture.md explains it). Every module of the
-five top-level packages is read with ``ast`` (nothing is imported) and each failure names the
+six top-level packages is read with ``ast`` (nothing is imported) and each failure names the
 file and line of the offending import.
 """
 
@@ -18,21 +18,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("chaos", "faults", "replay", "invariants", "scenarios")
+PACKAGES = ("ground", "chaos", "faults", "replay", "invariants", "scenarios")
 
 # One row per floor, bottom up: rank, name, the modules on it. NAME covers the module and
 # everything under it, NAME= the module alone, * is a wildcard; the most specific entry wins.
 # Packs (P) may import floors 0-2 (and packs); no harness module imports a pack: the harness
-# loads packs by name.
+# loads packs by name. Old paths kept for one release (ground._moved shims: they import only
+# the ground) sit on the floor of the package that holds them.
 LAYERS = """
-0 ground   chaos=  chaos.errors  chaos.rng  chaos._signals  chaos._checks
-1 model    faults  invariants  replay.trace
+0 ground   ground  chaos.errors  chaos.rng
+1 model    faults  invariants  replay
 2 run      chaos.scenario  chaos.context  chaos.nemesis  chaos.recorder  chaos.services  chaos.run
            chaos.sandbox  chaos.stress  chaos.settle  chaos.warm  chaos.schedule_file
+           chaos.workload  chaos.floor
 P packs    scenarios
-3 engines  replay  chaos.search  chaos.sweep  chaos.validate  chaos.testing  chaos.grading
-           chaos.task  chaos.executor  chaos.executor_ray
-4 faces    chaos.cli  chaos._cli_*  chaos.pytest_plugin  chaos.__main__
+3 engines  chaos.replay  chaos.search  chaos.search_scenario  chaos._shrink
+           chaos.sweep  chaos.validate  chaos.testing  chaos.grading
+           chaos.task  chaos.harbor  chaos.executor  chaos.executor_ray  chaos.hypothesis
+           chaos.warm_worker  chaos.warm_pool  chaos.grade_pool
+4 faces    chaos=  chaos.cli  chaos.pytest_plugin  chaos.__main__
 """
 PACK_RANK = 2.5
 
@@ -160,18 +164,10 @@ def describe(module: str) -> str:
     return f"{module} ({'no layer' if floor is None else floor.name})"
 
 
-def lazy_api(found: Import) -> bool:
-    """The one import allowed to point up: the ``chaos`` package's PEP 562 ``__getattr__``,
-    which loads an API (``chaos.grade``) on first use, never at import time."""
-    return found.source == "chaos" and found.function == "__getattr__" and not found.type_only
-
-
 def wrong_way(imports: list[Import]) -> list[str]:
     """Each import that points up, or into a pack from the harness, or out of the ground."""
     problems = []
     for found in imports:
-        if lazy_api(found):
-            continue
         source, target = floor_of(found.source), floor_of(found.target)
         if source is None or target is None:
             continue  # reported by test_every_module_has_a_layer
@@ -188,12 +184,12 @@ def wrong_way(imports: list[Import]) -> list[str]:
 
 
 def cycles(imports: list[Import]) -> list[str]:
-    """Each runtime import cycle (TYPE_CHECKING imports left out), with its edges' lines."""
+    """Each file-level import cycle, with its edges' lines: every import counts, those under
+    ``if TYPE_CHECKING:`` and those inside functions too (a cycle of types is still two
+    modules that cannot be read, tested or moved one without the other)."""
     edges: dict[str, dict[str, Import]] = {}
     for found in imports:
-        if lazy_api(found):
-            continue  # runs after every module is loaded: no import-time cycle
-        if not found.type_only and found.target in MODULES and found.target != found.source:
+        if found.target in MODULES and found.target != found.source:
             edges.setdefault(found.source, {}).setdefault(found.target, found)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -249,20 +245,26 @@ def test_no_import_cycle() -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_the_chaos_package_imports_nothing_at_import_time_so_the_ground_floor_loads_alone() -> None:
-    init = [found.where for found in IMPORTS if found.source == "chaos" and not lazy_api(found)]
+def test_the_chaos_and_ground_packages_import_nothing_at_import_time() -> None:
+    """``chaos/__init__.py`` loads its API (``chaos.grade``) on first use (PEP 562), from a
+    face's floor; ``ground/__init__.py`` imports nothing at all."""
+    init = [
+        found.where
+        for found in IMPORTS
+        if found.source == "ground" or (found.source == "chaos" and found.function is None)
+    ]
     assert init == []
 
 
-def test_importing_chaos_errors_loads_nothing_else_of_the_project() -> None:
+def test_importing_the_ground_loads_nothing_else_of_the_project() -> None:
     code = (
-        "import sys, chaos.errors, chaos.rng; "
+        "import sys, ground.errors, ground.rng; "
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {PACKAGES!r}))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
-    assert done.stdout.split() == ["['chaos',", "'chaos.errors',", "'chaos.rng']"]
+    assert done.stdout.split() == ["['ground',", "'ground.errors',", "'ground.rng']"]
 
 
 # -- the checker itself ---------------------------------------------------------------
@@ -277,11 +279,11 @@ def _edge(source: str, target: str, type_only: bool = False) -> Import:
     [
         ("faults.schedule", "chaos.run", "imports must point down"),
         ("chaos.run", "chaos.search", "imports must point down"),
-        ("chaos.errors", "faults.model", "the ground floor imports nothing"),
+        ("ground.errors", "faults.model", "the ground floor imports nothing"),
         ("scenarios.payments.scenario", "chaos.search", "a pack may use floors 0-2 only"),
         ("scenarios.payments.scenario", "chaos.cli", "a pack may use floors 0-2 only"),
         ("invariants", "scenarios.payments.checkers", "the harness loads packs by name"),
-        ("replay.trace", "replay.replay", "imports must point down"),
+        ("replay.trace", "chaos.replay", "imports must point down"),
     ],
 )
 def test_the_checker_catches_each_wrong_way_import(source: str, target: str, reason: str) -> None:
@@ -291,31 +293,35 @@ def test_the_checker_catches_each_wrong_way_import(source: str, target: str, rea
         assert reason in problem
 
 
-def test_the_checker_finds_a_cycle_but_not_through_type_checking_imports() -> None:
+def test_the_checker_finds_a_cycle_through_type_checking_and_in_function_imports() -> None:
     a, b = "chaos.run", "chaos.scenario"
     (problem,) = cycles([_edge(a, b), _edge(b, a)])
     assert problem.startswith("import cycle among chaos.run, chaos.scenario")
     assert "chaos/x.py:7: chaos.scenario -> chaos.run" in problem
-    assert cycles([_edge(a, b), _edge(b, a, type_only=True)]) == []
+    (problem,) = cycles([_edge(a, b), _edge(b, a, type_only=True)])
+    assert problem.startswith("import cycle among chaos.run, chaos.scenario")
+    lazy = Import(b, a, ROOT / "chaos" / "x.py", 9, False, "helper")
+    (problem,) = cycles([_edge(a, b), lazy])
+    assert "chaos/x.py:9: chaos.scenario -> chaos.run" in problem
+    assert cycles([_edge(a, b)]) == []
 
 
-def test_the_checker_lets_only_the_chaos_packages_getattr_import_lazily() -> None:
+def test_the_checker_lists_no_exception_an_in_function_import_up_is_one_too() -> None:
     lazy = Import("chaos", "chaos.grading", ROOT / "chaos" / "__init__.py", 3, False, "__getattr__")
-    assert wrong_way([lazy]) == []
-    elsewhere = Import("chaos", "chaos.grading", ROOT / "chaos" / "x.py", 7, False, "helper")
-    (problem,) = wrong_way([elsewhere])
-    assert "the ground floor imports nothing" in problem
+    assert wrong_way([lazy]) == []  # the chaos package is a face: its API is an engine below it
     other = Import(
-        "chaos.errors", "chaos.grading", ROOT / "chaos" / "x.py", 7, False, "__getattr__"
+        "ground.errors", "chaos.grading", ROOT / "chaos" / "x.py", 7, False, "__getattr__"
     )
     (problem,) = wrong_way([other])
     assert "the ground floor imports nothing" in problem
+    up = Import("chaos.run", "chaos.search", ROOT / "chaos" / "x.py", 7, False, "helper")
+    (problem,) = wrong_way([up])
+    assert "imports must point down" in problem
 
 
 def test_the_checker_reads_type_checking_and_relative_imports(tmp_path: Path) -> None:
-    found = {(i.target, i.type_only) for i in IMPORTS if i.source == "chaos.context"}
-    assert ("chaos.scenario", True) in found
-    assert ("chaos.recorder", False) in found
-    relative = {i.target for i in IMPORTS if i.source == "replay.replay"}
-    assert "chaos.run" in relative
-    assert {"replay._divergence", "replay._outcome"} <= relative
+    found = {(i.target, i.type_only) for i in IMPORTS if i.source == "chaos.scenario"}
+    assert ("chaos.context", True) in found
+    assert ("ground.errors", False) in found
+    relative = {i.target for i in IMPORTS if i.source == "replay.report"}
+    assert "replay.report._page" in relative

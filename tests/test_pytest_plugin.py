@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import ConfigError
-from chaos.run import RunResult
+from chaos.run import RunOptions, RunResult
 from chaos.scenario import load_scenario
 from chaos.testing import ChaosEnv
 from faults.model import FaultSchedule
+from ground.errors import ConfigError
 from invariants import Verdict
 
 pytest_plugins = ["pytester"]
@@ -178,3 +178,188 @@ def test_a_failing_chaos_test_names_its_trace_seed_and_replay_command(
 def test_a_passing_or_unstarted_env_adds_nothing(tmp_path: Path) -> None:
     env = _env(tmp_path)
     assert env.reproduction() is None  # never ran: nothing to replay
+
+
+# -- Hypothesis: the examples of docs/pytest.md, run as written -----------------------------
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "pytest.md"
+
+
+def doc_example(name: str) -> str:
+    """The ``<!-- example: NAME -->`` code block of docs/pytest.md, as the page shows it."""
+    import re
+
+    found = re.search(
+        rf"<!-- example: {name} -->\n```python\n(.*?)\n```\n", DOC.read_text(encoding="utf-8"), re.S
+    )
+    assert found is not None, f"docs/pytest.md has no example {name!r}"
+    return found.group(1) + "\n"
+
+
+ENV_ACROSS_EXAMPLES = """
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+
+
+@settings(max_examples=3, deadline=None)
+@given(n=st.integers(0, 3))
+def test_env_serves_every_example(env, n):
+    used = test_env_serves_every_example._hypothesis_internal_use_settings
+    assert HealthCheck.function_scoped_fixture in used.suppress_health_check
+    assert Phase.explain not in used.phases
+    assert used.max_examples == 3  # the test's own settings stand
+    assert repr(env) == "<ChaosEnv payments golden seed 0>"
+"""
+
+
+def test_a_hypothesis_test_may_take_env_and_runs_without_the_explain_phase(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nchaos_scenario = payments\n")
+    pytester.makepyfile(ENV_ACROSS_EXAMPLES)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)  # no FailedHealthCheck for the function-scoped env
+
+
+def replay_command(lines: list[str]) -> Path:
+    """The trace of the first ``replay:   chaos replay TRACE`` line (a section's, or a
+    note's in a failure report: ``E       replay:   ...``)."""
+    marker = "replay:   chaos replay "
+    command = next(line for line in lines if marker in line)
+    return Path(command.split(marker, 1)[1].strip())
+
+
+def as_on_a_desk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples' pytest runs as on a developer's machine: in CI (``CI`` set, as in this
+    project's CI), Hypothesis's ``ci`` profile keeps no example database (docs/pytest.md)."""
+    from hypothesis._settings import _CI_VARS
+
+    for key in _CI_VARS:
+        monkeypatch.delenv(key, raising=False)
+
+
+def run_chaos_replay(trace: Path, cwd: Path, times: int = 1) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "chaos", "replay", str(trace), "--times", str(times)],
+        capture_output=True, text=True, timeout=600, cwd=cwd,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_given_example_finds_stores_replays_first_and_its_trace_replays(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_on_a_desk(monkeypatch)
+    pytester.makepyfile(test_given=doc_example("given"))
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
+    first.assert_outcomes(failed=1)
+    first.stdout.fnmatch_lines(
+        [
+            "*assert 2 <= 1*",
+            "*schedule=FaultSchedule.from_dict({*'kind': 'redeliver'*",
+            "*chaos: reproduce this run*",
+            "faults:   f0 redeliver subject:orders on_message(orders, 1) count=1",
+            "replay:   chaos replay */runs/payments-no-idempotency-*.trace",
+        ]
+    )
+    assert "Explanation:" not in first.stdout.str()  # no explain phase: no thirty more runs
+    stored = list((pytester.path / ".hypothesis" / "examples").iterdir())
+    assert stored, "the failing example is in Hypothesis's database"
+
+    # The next run replays the stored failure first (its reuse phase) and draws nothing.
+    again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
+    again.assert_outcomes(failed=1)
+    statistics = again.stdout.str()
+    assert "during reuse phase" in statistics
+    assert "during generate phase" not in statistics
+
+    # The printed command reproduces it outside pytest.
+    trace = replay_command(first.outlines)
+    replayed = run_chaos_replay(trace, pytester.path)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "exactly_once VIOLATED" in replayed.stdout
+    assert "replay fidelity: 1/1" in replayed.stdout
+
+
+@pytest.mark.slow
+def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_on_a_desk(monkeypatch)
+    from replay.trace import read_trace
+
+    pytester.makepyfile(test_machine=doc_example("machine"))
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
+    first.assert_outcomes(failed=1)
+    output = first.stdout.str()
+    assert "state = PaymentsMachine()" in output
+    trace = pytester.path / replay_command(first.outlines)
+    recorded = read_trace(trace)
+    assert recorded.schedule is not None
+    assert len(recorded.schedule["events"]) == 1, recorded.schedule  # shrunk to one fault
+    violated = [v["name"] for v in recorded.verdicts if v["valid"] is False]
+    assert "exactly_once" in violated or "no_order_charged_twice_so_far" in output
+    assert list((pytester.path / ".hypothesis" / "examples").iterdir())
+
+    again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
+    again.assert_outcomes(failed=1)
+    assert "during reuse phase" in again.stdout.str()
+    assert "during generate phase" not in again.stdout.str()
+
+    # A crash between a charge and its ack is a race; a redelivery is not: replay it three
+    # times and ask for the violation at least once (chaos replay reports the fidelity).
+    replayed = run_chaos_replay(trace, pytester.path, times=3)
+    assert replayed.returncode in (0, 1), replayed.stdout + replayed.stderr
+    assert "reproduced the recorded verdicts" in replayed.stdout
+
+
+class CountingFloor:
+    """What ``env.run`` uses of a floor: ``run(options)``; every run holds."""
+
+    def __init__(self) -> None:
+        self.options: list[RunOptions] = []
+
+    def run(self, options: RunOptions) -> RunResult:
+        self.options.append(options)
+        assert options.schedule is not None
+        assert options.out is not None
+        verdicts = [Verdict.holds("exactly_once", "once each.")]
+        return RunResult("payments", options.variant, options.seed, options.schedule, verdicts,
+                         options.out, True, final_state={"gateway_charges": []})  # fmt: skip
+
+
+def test_env_run_makes_a_run_per_distinct_schedule_each_with_its_trace(tmp_path: Path) -> None:
+    from faults.schedule import generate
+
+    floor = CountingFloor()
+    env = ChaosEnv(load_scenario("payments"), variant="golden", seed=7, out_dir=tmp_path,
+                   floor=floor)  # type: ignore[arg-type]  # fmt: skip
+    space = env.scenario.fault_space("golden")
+    first, second = generate(space, 1), generate(space, 2)
+    run = env.run(first)
+    assert env.run(first) is run  # the same schedule: the same run, not a new one
+    env.run(second)
+    env.run(first, fresh=True)
+    assert len(floor.options) == 3
+    assert [o.out for o in floor.options] == [
+        tmp_path / "runs" / f"payments-golden-{n}.trace" for n in (1, 2, 3)
+    ]
+    # The env's seed is the run's (the marker's): the schedule is recorded under it.
+    assert {o.seed for o in floor.options} == {7}
+    assert {o.schedule.seed for o in floor.options if o.schedule is not None} == {7}
+    assert run.side_effect_count("charge_customer") == 0
+    assert run.holds("exactly_once")
+    assert len(env.runs) == 4
+    assert env.reproduction() == env.runs[-1].reproduction()
+    assert "faults:   f0 " in run.reproduction()
+
+
+def test_env_run_refuses_a_schedule_of_names_the_scenario_lacks(tmp_path: Path) -> None:
+    from faults.model import FaultEvent
+
+    env = ChaosEnv(load_scenario("payments"), out_dir=tmp_path, floor=CountingFloor())  # type: ignore[arg-type]
+    event = FaultEvent.from_dict({"id": "f0", "kind": "partition", "target": "link:nowhere",
+                                  "trigger": {"type": "at_time", "offset_s": 0.0}})  # fmt: skip
+    with pytest.raises(ConfigError, match="has no link 'nowhere'"):
+        env.run(FaultSchedule(seed=0, space_hash="h", events=(event,)))
+    with pytest.raises(ConfigError, match=r"env\.run takes a FaultSchedule, got dict"):
+        env.run({"seed": 0})  # type: ignore[arg-type]

@@ -64,6 +64,7 @@ async def test_golden_holds(seed: int, tmp_path: Path, run_root: Path) -> None:
         ("exactly_once", True),
         ("no_lost_messages", True),
         ("consistent_final_state", True),
+        ("workload", True),
     ]
     assert result.exit_code == 0
     trace = read_trace(tmp_path / "t.trace")
@@ -192,6 +193,7 @@ def test_cli_json_verdict(tmp_path: Path, run_root: Path) -> None:
         "exactly_once",
         "no_lost_messages",
         "consistent_final_state",
+        "workload",  # the run's own: the producer published every planned order
     ]
     # One schedule shape everywhere: {seed, space_hash, events}, as the trace holds it.
     assert verdict["schedule"] == read_trace(out).schedule

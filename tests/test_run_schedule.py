@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import trio
 
-from chaos import warm
-from chaos.errors import ConfigError
+from chaos import warm, warm_worker
 from chaos.executor import LocalExecutor, RunSpec
 from chaos.scenario import load_scenario
 from faults._draw import assemble
 from faults.model import FaultEvent, FaultSchedule
+from ground.errors import ConfigError
 from replay.trace import read_trace
 
 NO_IDEMPOTENCY = load_scenario("payments").fault_space("no-idempotency")
@@ -66,6 +66,7 @@ def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "trigger": {"type": "at_time", "offset_s": 0.0}, "duration_s": 1.0,
     }  # fmt: skip
     no_hash = {k: v for k, v in good.items() if k != "space_hash"}
+    no_events = {k: v for k, v in good.items() if k != "events"}
     bad_kind = json.loads(json.dumps(good))
     bad_kind["events"][0]["kind"] = "meteor"
     return {
@@ -73,6 +74,8 @@ def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "not json": (write(tmp_path, "a.json", "{"), "not JSON"),
         "a list": (write(tmp_path, "b.json", [good]), "must be a JSON object"),
         "no space_hash": (write(tmp_path, "c.json", no_hash), "space_hash is required"),
+        # a file without events was a fault-free run, exit 0
+        "no events": (write(tmp_path, "g.json", no_events), "events is required"),
         "bad kind": (write(tmp_path, "d.json", bad_kind), "kind must be one of"),
         "unknown subject": (
             write(tmp_path, "e.json", unknown_subject),
@@ -84,8 +87,8 @@ def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing", "not json", "a list", "no space_hash", "bad kind", "unknown subject",
-     "unknown link"],
+    ["missing", "not json", "a list", "no space_hash", "no events", "bad kind",
+     "unknown subject", "unknown link"],
 )  # fmt: skip
 def test_a_bad_schedule_file_is_one_line_exit_2_before_anything_starts(
     tmp_path: Path, case: str
@@ -144,11 +147,11 @@ def test_a_warm_request_with_a_bad_schedule_is_a_bad_request_answer(tmp_path: Pa
     bad = twice_redelivered(7).to_dict()
     bad["events"][0]["target"]["name"] = "nowhere"
     request = {"scenario": "payments", "seed": 7, "out": str(tmp_path / "t"), "schedule": bad}
-    answer = trio.run(warm.run_one, request, None, {})
+    answer = trio.run(warm_worker.run_one, request, None, {})
     assert answer["exit_code"] == 2
     assert "has no subject 'nowhere'" in answer["error"]
     other_seed = {**request, "schedule": twice_redelivered(8).to_dict()}
-    assert trio.run(warm.run_one, other_seed, None, {})["exit_code"] == 2
+    assert trio.run(warm_worker.run_one, other_seed, None, {})["exit_code"] == 2
     assert not (tmp_path / "t").exists()
 
 

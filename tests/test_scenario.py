@@ -3,22 +3,25 @@ its own checkers, and says which invariants mean "the final state is consistent"
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
 import chaos.context
+import chaos.nemesis
 import chaos.run
 import chaos.scenario
-from chaos.errors import ConfigError
 from chaos.scenario import Scenario, Signal, load_scenario
 from faults.kinds import TargetKind
+from ground.errors import ConfigError
 from invariants import History
 
-#: A pack written against the paths packs outside the project already import.
+#: A pack written against the paths of the API a pack may use (docs/architecture.md).
 PACK = '''
-from chaos.run import RunContext
-from chaos.scenario import Scenario, Subject
+from chaos.context import RunContext
+from chaos.nemesis import Subject
+from chaos.scenario import Scenario
 from chaos.services import free_port
 from faults.space import FaultSpace
 from invariants import History, Verdict, register
@@ -87,7 +90,13 @@ def test_a_pack_on_the_stable_api_loads_and_reads_its_fault_spaces(tmp_path: Pat
     assert space.declared(TargetKind.LINK) == ("c-nats",)
     assert space.content_hash() == scenario.fault_space("golden").content_hash()
     assert chaos.run.RunContext is chaos.context.RunContext
-    assert chaos.scenario.Subject is chaos.context.Subject
+
+
+@pytest.mark.parametrize("old", ["chaos.scenario", "chaos.context"])
+def test_the_old_paths_of_subject_warn_and_give_the_same_class(old: str) -> None:
+    module = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=f"{old}.Subject moved to chaos.nemesis.Subject"):
+        assert module.Subject is chaos.nemesis.Subject
 
 
 def test_its_checkers_resolve_in_its_own_namespace(tmp_path: Path) -> None:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import ConfigError, ServiceError
 from chaos.scenario import load_scenario
-from chaos.search import SearchResult, search_scenario, search_schedules, violations
+from chaos.search import SearchResult, search_schedules, violations
+from chaos.search_scenario import search_scenario
 from faults.model import FaultSchedule, OnMessage, RedeliverParams
+from ground.errors import ConfigError, ServiceError
 from invariants import Verdict
 
 SPACE = load_scenario("payments").fault_space("no-idempotency")
@@ -174,8 +175,10 @@ def test_json_form() -> None:
     data = result.to_json("payments", "no-idempotency")
     assert set(data) == {
         "scenario", "variant", "found", "tried", "shrink_runs", "schedule", "verdicts", "trace",
-        "shrink_complete",
+        "shrink_complete", "fidelity", "racy",
     }  # fmt: skip
+    assert data["fidelity"] is None  # the engine alone does not replay; search_scenario does
+    assert data["racy"] is False
     assert data["found"] is True
     assert result.schedule is not None
     assert data["schedule"] == result.schedule.to_dict()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import chaos.search
+import chaos.search_scenario
 from chaos import cli
 from chaos.executor import BatchFn, LocalExecutor, OnOutcome, RunOutcome, RunSpec
 from chaos.scenario import load_scenario
@@ -90,7 +91,7 @@ def test_a_harness_error_exits_3_and_leaves_nothing(
 ) -> None:
     # The worker side is the executor's (tests/test_executor.py); here: what search does with
     # a run that came to no verdict.
-    monkeypatch.setattr(chaos.search, "LocalExecutor", BrokenExecutor)
+    monkeypatch.setattr(chaos.search_scenario, "LocalExecutor", BrokenExecutor)
     # a temp dir of this test's own: another search running on the machine is not ours
     own_tmp = tmp_path / "tmp"
     own_tmp.mkdir()

@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from chaos.errors import ConfigError, ServiceError
-from chaos.rng import SEED_MAX, derive_seed
 from chaos.scenario import load_scenario
 from chaos.search import Outcome, search_schedules
 from faults.model import FaultEvent, FaultSchedule, OnConnection
 from faults.schedule import generate
+from ground.errors import ConfigError, ServiceError
+from ground.rng import SEED_MAX, derive_seed
 from invariants import Verdict
 
 PAYMENTS = load_scenario("payments").fault_space("golden")

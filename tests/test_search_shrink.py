@@ -8,21 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import ConfigError
-from chaos.rng import SEED_MAX, derive_seed
 from chaos.scenario import load_scenario
-from chaos.search import (
-    FRESH_TRIES,
-    Outcome,
-    resume_schedule,
-    search_schedules,
-    search_space,
-)
+from chaos.search import FRESH_TRIES, Outcome, search_schedules
+from chaos.search_scenario import resume_schedule, search_space
 from faults._draw import assemble
 from faults.model import AtTime, FaultEvent, FaultSchedule, OnConnection
 from faults.schedule import generate
 from faults.shrink import knobs, template_for
 from faults.space import FaultSpace
+from ground.errors import ConfigError
+from ground.rng import SEED_MAX, derive_seed
 from invariants import Verdict
 from replay.trace import build_header, open_trace_writer
 from tests.faults.space_samples import check_inside, fits

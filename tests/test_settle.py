@@ -6,8 +6,8 @@ import pytest
 import trio
 import trio.testing
 
-from chaos.errors import ServiceError
 from chaos.settle import wait_settled
+from ground.errors import ServiceError
 
 
 class FakeActivity:

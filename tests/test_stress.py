@@ -11,7 +11,6 @@ import trio
 
 from chaos.cli import _optional_values
 from chaos.context import RunContext
-from chaos.errors import ConfigError
 from chaos.run import RunOptions, run_scenario
 from chaos.scenario import Scenario
 from chaos.stress import (
@@ -23,6 +22,7 @@ from chaos.stress import (
     suggested_stress,
 )
 from faults.model import FaultSchedule
+from ground.errors import ConfigError
 from replay.report import render_timeline
 from replay.trace import read_trace
 
@@ -136,10 +136,9 @@ def test_stress_alone_means_auto(given: list[str], parsed: list[str]) -> None:
     assert _optional_values(given) == parsed
 
 
-
 async def test_validate_stress_loads_only_the_golden_runs(tmp_path: Path) -> None:
     import chaos.stress
-    from chaos._cli_validate import _golden_under_stress
+    from chaos.cli._validate import _golden_under_stress
     from chaos.validate import Observed
 
     seen: dict[str, int | None] = {}
@@ -157,8 +156,8 @@ async def test_validate_stress_loads_only_the_golden_runs(tmp_path: Path) -> Non
 
 def test_validate_stress_is_refused_with_ray_before_anything_runs(tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    from chaos._cli_exec import ExecFlags
-    from chaos._cli_validate import validate_command
+    from chaos.cli._exec import ExecFlags
+    from chaos.cli._validate import validate_command
 
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match="--stress loads this machine"):

@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chaos.errors import ConfigError
 from chaos.services import default_run_parent
 from chaos.sweep import SeedResult, SweepReport, parse_seeds
+from ground.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 import pytest
 
-from chaos.errors import ConfigError
 from chaos.scenario import Scenario, Signal
 from chaos.validate import (
     CAUGHT,
@@ -26,6 +25,7 @@ from chaos.validate import (
     validate,
 )
 from faults.space import FaultSpace
+from ground.errors import ConfigError
 from invariants import Verdict, register
 
 INVARIANTS = ("exactly_once", "no_lost_messages")

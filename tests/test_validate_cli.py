@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from chaos import cli
-from chaos._cli_validate import print_report
+from chaos.cli._validate import print_report
 from chaos.validate import NOT_REPRODUCIBLE, GoldenCheck, Observed, ValidationReport, VariantCheck
 
 UNDECLARED = """
@@ -167,8 +167,8 @@ def test_a_scenario_or_all(
 def _scripted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, bool]]:
     """Runs that hold for golden and violate exactly_once for a defect; replays that fail
     late, as a replay that cannot find the pack did."""
-    from chaos import _cli_validate
-    from chaos.errors import ConfigError
+    from chaos.cli import _validate as _cli_validate
+    from ground.errors import ConfigError
 
     ran: list[tuple[str, int, bool]] = []
 
@@ -196,8 +196,9 @@ def test_a_late_failure_still_prints_what_was_measured(
 ) -> None:
     ran = _scripted(monkeypatch)
     code, out, err = chaos_exit(
-        capsys, "payments", "--seeds", "2", "--replays", "1", "--out-dir", str(tmp_path), "--json"
-    )
+        capsys, "payments", "--seeds", "2", "--replays", "1", "--out-dir", str(tmp_path), "--json",
+        "--jobs", "1",  # the scripted runs replace the in-process ones
+    )  # fmt: skip
     assert code == 2
     assert_one_line_error(err, "the pack is gone")
     report = json.loads(out)
@@ -216,8 +217,9 @@ def test_a_late_failure_prints_the_partial_tables(
 ) -> None:
     _scripted(monkeypatch)
     code, out, _err = chaos_exit(
-        capsys, "payments", "--seeds", "2", "--replays", "1", "--out-dir", str(tmp_path)
-    )
+        capsys, "payments", "--seeds", "2", "--replays", "1", "--out-dir", str(tmp_path),
+        "--jobs", "1",
+    )  # fmt: skip
     assert code == 2
     text = " ".join(out.split())
     for fragment in ("1000", "1001", "no-idempotency", "validation stopped early",
@@ -228,7 +230,7 @@ def test_a_late_failure_prints_the_partial_tables(
 def test_all_validates_every_builtin_pack_in_one_json_object(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chaos import _cli_validate
+    from chaos.cli import _validate as _cli_validate
     from chaos.scenario import builtin_scenarios, load_scenario
 
     ran: list[tuple[str, str, bool]] = []
@@ -252,8 +254,9 @@ def test_all_validates_every_builtin_pack_in_one_json_object(
     monkeypatch.setattr(_cli_validate, "real_run", fake_run)
     monkeypatch.setattr(_cli_validate, "real_replay", fake_replay)
     code, out, _err = chaos_exit(
-        capsys, "--all", "--seeds", "2", "--replays", "2", "--out-dir", str(tmp_path), "--json"
-    )
+        capsys, "--all", "--seeds", "2", "--replays", "2", "--out-dir", str(tmp_path), "--json",
+        "--jobs", "1",
+    )  # fmt: skip
     data = json.loads(out)
     packs = builtin_scenarios()
     assert sorted(data["packs"]) == packs

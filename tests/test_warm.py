@@ -20,9 +20,10 @@ import psycopg
 import pytest
 import trio
 
-from chaos.errors import ServiceError
 from chaos.services import default_run_parent, open_run_dir
-from chaos.warm import WarmServices, open_warm_pool, open_warm_services
+from chaos.warm import WarmServices, open_warm_services
+from chaos.warm_pool import open_warm_pool
+from ground.errors import ServiceError
 
 
 @pytest.fixture
@@ -114,6 +115,43 @@ async def test_nothing_of_one_run_is_visible_to_the_next(run_root: Path) -> None
 
 
 @pytest.mark.slow
+async def test_a_runs_role_reaches_its_own_database_only_and_goes_whole(run_root: Path) -> None:
+    """The kept databases refuse a run's role (``CONNECT`` is not PUBLIC's there): a large
+    object it made in ``template1`` once outlived its run's database and kept its role from
+    being dropped, so the next run on the worker found the server unclean
+    (``tests/grading/adversaries/payments_kept_server.py``). And were a role given a way in,
+    the run's end still drops it whole: its sessions ended, what it owns dropped in every
+    database that takes connections."""
+    from chaos.services import create_role
+
+    with open_run_dir(prefix="chaos-warm-") as run_dir:
+        async with open_warm_services(run_dir) as warm:
+            async with AsyncExitStack() as stack:
+                pg = await warm.postgres(_Run(stack))  # type: ignore[arg-type]
+                role = await trio.to_thread.run_sync(create_role, pg, "intruder")
+                own = role.dsn(f"{pg.host}:{pg.port}", pg.database)
+                for database in ("postgres", "template1"):
+                    other = own.replace(f"/{pg.database}", f"/{database}")
+                    with pytest.raises(psycopg.OperationalError, match="permission denied"):
+                        await trio.to_thread.run_sync(_sql, other, "SELECT 1")
+                # the harness lets it in anyway: objects there, a query left running
+                admin = pg.dsn.replace(f"/{pg.database}", "/postgres")
+                await trio.to_thread.run_sync(
+                    _sql, admin, 'GRANT CONNECT ON DATABASE postgres, template1 TO "intruder"'
+                )
+                for database in ("postgres", "template1"):
+                    other = own.replace(f"/{pg.database}", f"/{database}")
+                    await trio.to_thread.run_sync(_sql, other, "SELECT lo_from_bytea(0, 'x')")
+                sleeper = await trio.to_thread.run_sync(
+                    lambda: psycopg.connect(own.replace(f"/{pg.database}", "/postgres"))
+                )
+                stack.callback(sleeper.close)
+                sleeper.pgconn.send_query(b"SELECT pg_sleep(3600)")
+            await warm.check_clean(timeout_s=10)
+            assert not await warm.leftovers()
+
+
+@pytest.mark.slow
 async def test_a_leftover_stops_the_worker(run_root: Path) -> None:
     with open_run_dir(prefix="chaos-warm-") as run_dir:
         async with open_warm_services(run_dir) as warm:
@@ -156,7 +194,7 @@ async def test_a_pool_runs_payments_seeds_on_warm_services(tmp_path: Path, run_r
 def _start_worker() -> subprocess.Popen[bytes]:
     """A warm worker process in its own session (JSON requests on stdin)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "chaos.warm"],
+        [sys.executable, "-m", "chaos.warm_worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -22,12 +22,15 @@ class Applied:
 
     By default the schedule decides (its ``duration_s``, else the workload's end); a fault
     may instead heal itself after ``heal_after_s`` (a crash restarts) or stay until the run
-    ends (``until_run_end``: message toxics, which spend their own count).
+    ends (``until_run_end``: message toxics, which spend their own count). A heal that only
+    brings the system back (``when_stopped`` False: a crash's restart) is skipped, or cut
+    short, when the run is stopped before its end: the teardown stops every service anyway.
     """
 
     heal: Heal
     heal_after_s: float | None = None
     until_run_end: bool = False
+    when_stopped: bool = True
 
 
 class Applier(Protocol[T_contra]):

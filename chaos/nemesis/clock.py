@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from chaos.errors import ConfigError
 from chaos.nemesis.applier import Applied, params_of
 from chaos.nemesis.protocol import NemesisContext, Service
 from faults.kinds import FaultKind
 from faults.model import FaultEvent
+from ground.errors import ConfigError
 
 
 class ClockApplier:

@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chaos.context import Subject
 from chaos.nemesis._toxics import add_toxics
 from chaos.nemesis.applier import Applied, params_of
-from chaos.nemesis.protocol import NemesisContext
+from chaos.nemesis.protocol import NemesisContext, Subject
 from faults.kinds import FaultKind
 from faults.model import FaultEvent
 

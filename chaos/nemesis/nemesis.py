@@ -12,12 +12,20 @@ Every fault is a task of the nemesis nursery and its heal runs in a ``finally``:
 hold ends, or when the nemesis is cancelled (end of run, error, Ctrl-C), the fault is
 removed, shielded from that cancellation. Each step is an ``info`` operation of process
 ``nemesis`` in the history: ``apply``, ``heal``, or ``not_triggered``.
+
+The run calls ``end()`` before it cancels the nemesis at its planned end; a nemesis
+cancelled without it is being stopped early (a signal, an error, a timeout): then a heal
+that only brings the system back (``Applied.when_stopped`` False: a crash's restart, which
+waits up to a minute for the service to be ready) is skipped, or cancelled if it has begun.
+
+A live run (``chaos.hypothesis.ChaosMachine``) has no schedule up front: ``inject`` applies a
+fault now, held and healed the same way, and hands back what ends it early (a heal step).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
@@ -64,6 +72,11 @@ class Nemesis:
         self.workload_done = trio.Event()
         #: Ids of the faults applied so far, in order.
         self.applied: list[str] = []
+        self._ended = False  # the run reached its planned end (``end``)
+        self._stopped = False  # cancelled before it: restarts are left undone
+        self._restoring: set[trio.CancelScope] = set()  # heals that only bring back
+        self._nursery: trio.Nursery | None = None
+        self._running = trio.Event()
 
     def check(self) -> None:
         """Every target and trigger of the schedule exists in this run (ConfigError if not)."""
@@ -71,12 +84,41 @@ class Nemesis:
             resolve_target(self.ctx, event)
             check_trigger(self.ctx, event.trigger)
 
+    def end(self) -> None:
+        """The run is at its planned end: every applied fault heals (restarts included) when
+        ``run`` is cancelled next."""
+        self._ended = True
+
     async def run(self) -> None:
         """Run every fault; returns only when cancelled (the run decides when faults end)."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._running.set()
             for event in self.schedule.events:
                 nursery.start_soon(self._fault, event)
-            await trio.sleep_forever()
+            try:
+                await trio.sleep_forever()
+            finally:
+                if not self._ended:  # stopped early: no service is brought back
+                    self._stopped = True
+                    for scope in self._restoring:
+                        scope.cancel()
+
+    async def inject(self, event: FaultEvent) -> Callable[[], Awaitable[None]]:
+        """Apply ``event`` now, whatever its trigger says (a live run's step); once it is
+        applied, return ``heal``: it ends the fault early and returns once it has healed.
+        It lasts as a scheduled fault would: its ``duration_s``, else until the workload
+        ends; a crash restarts after its delay."""
+        await self._running.wait()
+        assert self._nursery is not None
+        heal_now, healed = trio.Event(), trio.Event()
+        await self._nursery.start(self._applied, event, heal_now, healed)
+
+        async def heal() -> None:
+            heal_now.set()
+            await healed.wait()
+
+        return heal
 
     async def _fault(self, event: FaultEvent) -> None:
         try:
@@ -84,16 +126,44 @@ class Nemesis:
         except trio.Cancelled:
             self._record("not_triggered", event)
             raise
+        await self._applied(event)
+
+    async def _applied(
+        self,
+        event: FaultEvent,
+        heal_now: trio.Event | None = None,
+        healed: trio.Event | None = None,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Apply ``event``, hold it, heal it (shielded); ``heal_now`` ends the hold early,
+        ``healed`` is set once it healed."""
         applier = APPLIERS[LAYER[event.kind]]
         applied = await applier.apply(self.ctx, event, resolve_target(self.ctx, event))
         self.applied.append(event.id)
         self._record("apply", event)
+        task_status.started()
         try:
-            await self._hold(event, applied)
+            async with trio.open_nursery() as hold:
+                if heal_now is not None:
+                    hold.start_soon(_cancel_when, heal_now, hold.cancel_scope)
+                await self._hold(event, applied)
+                hold.cancel_scope.cancel()
         finally:
-            with trio.CancelScope(shield=True):
-                await applied.heal()
-                self._record("heal", event)
+            try:
+                with trio.CancelScope(shield=True) as healing:
+                    if applied.when_stopped:
+                        await applied.heal()
+                        self._record("heal", event)
+                    elif not self._stopped:
+                        self._restoring.add(healing)  # cancelled by ``run`` if stopped early
+                        try:
+                            await applied.heal()
+                            self._record("heal", event)
+                        finally:
+                            self._restoring.discard(healing)
+            finally:
+                if healed is not None:
+                    healed.set()
 
     async def _hold(self, event: FaultEvent, applied: Applied) -> None:
         """Until the fault is due to heal (cancellation ends it early)."""
@@ -118,3 +188,8 @@ class Nemesis:
                 **params_of(event),
             },
         )
+
+
+async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from chaos.errors import ServiceError
 from chaos.nemesis.applier import Applied, params_of
 from chaos.nemesis.protocol import NemesisContext, Service
 from faults.kinds import FaultKind
 from faults.model import FaultEvent
+from ground.errors import ServiceError
 from invariants.history import SERVICE_PREFIX
 
 #: How long a crashed service may take to come back before the run fails.
@@ -51,7 +51,9 @@ async def _crash(ctx: NemesisContext, event: FaultEvent, service: Service) -> Ap
             {"pid": service.pid, "restart": True},
         )
 
-    return Applied(restart, heal_after_s=float(params_of(event)["restart_after_s"]))
+    return Applied(
+        restart, heal_after_s=float(params_of(event)["restart_after_s"]), when_stopped=False
+    )
 
 
 async def _pause(ctx: NemesisContext, event: FaultEvent, service: Service) -> Applied:

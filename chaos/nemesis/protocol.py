@@ -7,9 +7,18 @@ are tested on a fake context under trio's ``MockClock`` (tests/nemesis/), with n
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from chaos.context import Subject
+
+@dataclass(frozen=True)
+class Subject:
+    """A message subject faults can target: where it is published and consumed."""
+
+    nats_subject: str
+    stream: str
+    consume_link: str
+    publish_link: str
 
 
 class NamedToxic(Protocol):

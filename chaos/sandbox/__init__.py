@@ -9,9 +9,10 @@ docs/grading.md.
 from chaos.sandbox.candidate import (
     Candidate,
     CandidateReport,
+    CandidateSpec,
     Limits,
     Program,
     Sandbox,
 )
 
-__all__ = ["Candidate", "CandidateReport", "Limits", "Program", "Sandbox"]
+__all__ = ["Candidate", "CandidateReport", "CandidateSpec", "Limits", "Program", "Sandbox"]

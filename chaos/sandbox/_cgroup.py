@@ -4,14 +4,15 @@ cgroup v2 when this process's v2 cgroup can delegate the memory and pids control
 child; else the v1 hierarchies that are mounted and writable (memory, pids, cpuacct; each
 on its own); else none (the launcher's rlimits stand alone). Each cgroup is created under
 this process's own cgroup of its hierarchy (never beside it), named per candidate start
-site, and removed when the run ends.
+site, written down in the run's registration before it is made (so the next command reaps it
+if the harness is SIGKILLed) and removed when the run ends.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,12 +56,7 @@ def _write(path: Path, value: str) -> bool:
         return False
 
 
-def _read_int(path: Path, key: str | None = None) -> int:
-    """An integer file, or the value of ``key`` in a "key value" file (0 if missing)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return 0
+def _parse_int(text: str, key: str | None) -> int:
     if key is None:
         try:
             return int(text.split()[0])
@@ -85,6 +81,25 @@ class Cgroup:
     pids: Path | None = None
     cpu: Path | None = None
     dirs: list[Path] = field(default_factory=list)
+    #: The counter files sampled ten times a second, kept open (read again from offset 0:
+    #: a fresh reading each time, without an open and a close).
+    _fds: dict[Path, int] = field(default_factory=dict, repr=False)
+
+    def _counter(self, path: Path, key: str | None = None) -> int:
+        fd = self._fds.get(path)
+        try:
+            if fd is None:
+                fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            data = os.pread(fd, 65536, 0)
+        except OSError:
+            return 0
+        return _parse_int(data.decode(errors="replace"), key)
+
+    def close(self) -> None:
+        """Close the counter files (sampling opens them again)."""
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
 
     @property
     def procs_files(self) -> list[str]:
@@ -99,19 +114,24 @@ class Cgroup:
         if self.memory is None:
             return 0
         if self.version == 2:
-            return _read_int(self.memory / "memory.events", "oom_kill")
-        return _read_int(self.memory / "memory.oom_control", "oom_kill")
+            return self._counter(self.memory / "memory.events", "oom_kill")
+        return self._counter(self.memory / "memory.oom_control", "oom_kill")
 
     def pids_refused(self) -> int:
         """Forks refused at the pids limit so far."""
-        return 0 if self.pids is None else _read_int(self.pids / "pids.events", "max")
+        return 0 if self.pids is None else self._counter(self.pids / "pids.events", "max")
 
     def cpu_s(self) -> float | None:
         if self.cpu is None:
             return None
         if self.version == 2:
-            return _read_int(self.cpu / "cpu.stat", "usage_usec") / 1e6
-        return _read_int(self.cpu / "cpuacct.usage") / 1e9
+            return self._counter(self.cpu / "cpu.stat", "usage_usec") / 1e6
+        return self._counter(self.cpu / "cpuacct.usage") / 1e9
+
+    def tasks(self) -> int | None:
+        """Processes and threads in it now (``pids.current``: what its pids limit counts),
+        None without the pids controller."""
+        return None if self.pids is None else self._counter(self.pids / "pids.current")
 
     def members(self) -> set[int]:
         pids: set[int] = set()
@@ -135,6 +155,7 @@ class Cgroup:
     def try_remove(self) -> bool:
         """Kill what is left and remove the directories that are empty; True when all are
         gone (call again a little later otherwise: dying processes take a moment)."""
+        self.close()
         self.kill()
         left = []
         for d in self.dirs:
@@ -148,15 +169,23 @@ class Cgroup:
         return not left
 
 
-def create_cgroup(name: str, memory_bytes: int, max_pids: int) -> Cgroup | None:
-    """A fresh cgroup for one candidate, or None if this machine lets us make none."""
+def create_cgroup(
+    name: str,
+    memory_bytes: int,
+    max_pids: int,
+    register: Callable[[Path], None] | None = None,
+) -> Cgroup | None:
+    """A fresh cgroup for one candidate, or None if this machine lets us make none.
+    ``register`` writes each directory down before it is made."""
     if os.geteuid() != 0:
         return None
+    if register is None:
+        register = _unrecorded
     own = _own_paths()
     mounts = list(_mounts())
     for mount, fstype, _ in mounts:
         if fstype == "cgroup2" and "" in own:
-            group = _v2(Path(mount), own[""], name, memory_bytes, max_pids)
+            group = _v2(Path(mount), own[""], name, memory_bytes, max_pids, register)
             if group is not None:
                 return group
     group = Cgroup(version=1)
@@ -167,6 +196,7 @@ def create_cgroup(name: str, memory_bytes: int, max_pids: int) -> Cgroup | None:
             if controller not in options or controller not in own:
                 continue
             d = Path(mount) / own[controller].lstrip("/") / name
+            register(d)
             try:
                 d.mkdir()
             except OSError:
@@ -182,7 +212,18 @@ def create_cgroup(name: str, memory_bytes: int, max_pids: int) -> Cgroup | None:
     return group if group.dirs else None
 
 
-def _v2(mount: Path, own: str, name: str, memory_bytes: int, max_pids: int) -> Cgroup | None:
+def _unrecorded(path: Path) -> None:
+    """A cgroup made outside a registered run (tests of the sandbox alone)."""
+
+
+def _v2(
+    mount: Path,
+    own: str,
+    name: str,
+    memory_bytes: int,
+    max_pids: int,
+    register: Callable[[Path], None],
+) -> Cgroup | None:
     parent = mount / own.lstrip("/")
     try:
         available = set((parent / "cgroup.controllers").read_text().split())
@@ -196,6 +237,7 @@ def _v2(mount: Path, own: str, name: str, memory_bytes: int, max_pids: int) -> C
     ):
         return None
     d = parent / name
+    register(d)
     try:
         d.mkdir()
     except OSError:

@@ -4,15 +4,20 @@ The servers say who is connected to them: PostgreSQL's ``pg_stat_activity`` (cli
 and port of every backend) and NATS's ``/connz`` (ip and port of every client). Every
 connection a proxy opened upstream has a local address the proxy knows. A server-side
 client address that no proxy opened is a direct connection; it is the candidate's when one
-of the candidate's processes owns that socket (its ``/proc/PID/fd`` holds the socket inode
-that ``/proc/PID/net/tcp`` lists with that address). The candidate's own sockets are checked
-from its side too: one connected to a dependency's real port is a bypass whatever the
-server lists. The sandbox samples this about once a second, in root mode too (where the
-network namespace already refuses such connections: defence in depth).
+of the candidate's processes owns that socket (one of its ``/proc/PID/fd`` is a socket with
+that address: read from a copy of the descriptor, ``pidfd_getfd``, or else found in
+``/proc/PID/net/tcp`` by its inode). The servers are asked only when the candidate holds a
+socket that is neither a listener nor connected to one of its links. The candidate's own
+sockets are checked from its side too: one connected to a dependency's real port is a
+bypass whatever the server lists. The sandbox samples this about once a second, in root
+mode too (where the network namespace already refuses such connections: defence in depth).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import json
 import os
 import socket
@@ -25,6 +30,7 @@ import psycopg
 import trio
 
 from chaos.sandbox.candidate import BYPASS
+from chaos.services.postgres import harness_dsn
 
 Endpoint = tuple[str, int]
 
@@ -41,22 +47,6 @@ def _hex_endpoint(text: str) -> Endpoint:
         if host.startswith("::ffff:"):
             host = host[7:]
     return host, int(port, 16)
-
-
-def socket_inodes(pid: int) -> set[int]:
-    inodes: set[int] = set()
-    try:
-        names = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return inodes
-    for name in names:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{name}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(int(target[8:-1]))
-    return inodes
 
 
 def tcp_table(pid: int) -> dict[int, tuple[Endpoint, Endpoint]]:
@@ -79,26 +69,125 @@ def tcp_table(pid: int) -> dict[int, tuple[Endpoint, Endpoint]]:
     return table
 
 
-def owned_connections(pids: Iterable[int]) -> dict[Endpoint, Endpoint]:
-    """local -> remote of every TCP socket the processes ``pids`` hold."""
-    found: dict[Endpoint, Endpoint] = {}
-    tables: dict[str, dict[int, tuple[Endpoint, Endpoint]]] = {}
-    for pid in pids:
-        inodes = socket_inodes(pid)
-        if not inodes:
-            continue
+_PIDFD_GETFD = 438  # the same number on every architecture (Linux 5.6)
+_SIOCGSKNS = 0x894C  # a socket's network namespace, as a new descriptor (Linux 4.9)
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _endpoint(address: Any) -> Endpoint:
+    host = str(address[0])
+    return (host[7:] if host.startswith("::ffff:") else host), int(address[1])
+
+
+def _socket_netns(sock: socket.socket) -> int | None:
+    """The inode of the network namespace ``sock`` belongs to (None if unknown)."""
+    try:
+        ns = fcntl.ioctl(sock.fileno(), _SIOCGSKNS)
+    except OSError:
+        return None
+    try:
+        return os.fstat(ns).st_ino
+    finally:
+        os.close(ns)
+
+
+def _netns(pid: int | str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _socket_ends(
+    pid: int, fds: Iterable[int]
+) -> dict[Endpoint, tuple[Endpoint, int | None]] | None:
+    """local -> (remote, network namespace) of the TCP sockets among ``pid``'s ``fds``, read
+    from the sockets themselves (a copy of each descriptor, ``pidfd_getfd``, closed at once);
+    None when the kernel refuses (then ``/proc/PID/net/tcp`` is read instead). A listener, or
+    a socket not connected, has the remote ``("0.0.0.0", 0)``, as in ``/proc/net/tcp``."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return {}
+    except (OSError, AttributeError):
+        return None
+    found: dict[Endpoint, tuple[Endpoint, int | None]] = {}
+    try:
+        for fd in fds:
+            copy = _libc.syscall(_PIDFD_GETFD, pidfd, fd, 0)
+            if copy < 0:
+                if ctypes.get_errno() == errno.EBADF:
+                    continue  # closed meanwhile
+                return None
+            with socket.socket(fileno=copy) as sock:
+                if sock.type != socket.SOCK_STREAM or sock.family not in (
+                    socket.AF_INET,
+                    socket.AF_INET6,
+                ):
+                    continue
+                try:
+                    local = _endpoint(sock.getsockname())
+                except OSError:
+                    continue
+                try:
+                    remote = _endpoint(sock.getpeername())
+                except OSError:
+                    remote = ("0.0.0.0", 0)
+                found[local] = (remote, _socket_netns(sock))
+    finally:
+        os.close(pidfd)
+    return found
+
+
+def socket_fds(pid: int) -> dict[int, int]:
+    """fd -> socket inode of every socket ``pid`` holds."""
+    fds: dict[int, int] = {}
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return fds
+    for name in names:
         try:
-            netns = os.readlink(f"/proc/{pid}/ns/net")
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
         except OSError:
+            continue
+        if target.startswith("socket:["):
+            fds[int(name)] = int(target[8:-1])
+    return fds
+
+
+def _owned(pids: Iterable[int]) -> dict[Endpoint, tuple[Endpoint, int | None]]:
+    """local -> (remote, network namespace inode or None) of every TCP socket ``pids``
+    hold: from the sockets themselves when the kernel lets this process copy their
+    descriptors (root: a few system calls a socket), else from ``/proc/PID/net/tcp`` (which
+    walks the kernel's whole connection table: about 10 ms a read on a machine with much
+    memory)."""
+    found: dict[Endpoint, tuple[Endpoint, int | None]] = {}
+    tables: dict[int | None, dict[int, tuple[Endpoint, Endpoint]]] = {}
+    for pid in pids:
+        fds = socket_fds(pid)
+        if not fds:
+            continue
+        ends = _socket_ends(pid, fds)
+        if ends is not None:
+            found.update(ends)
+            continue
+        netns = _netns(pid)
+        if netns is None:
             continue
         table = tables.get(netns)
         if table is None:
             table = tables[netns] = tcp_table(pid)
-        for inode in inodes:
+        for inode in fds.values():
             if inode in table:
                 local, remote = table[inode]
-                found[local] = remote
+                found[local] = (remote, netns)
     return found
+
+
+def owned_connections(pids: Iterable[int]) -> dict[Endpoint, Endpoint]:
+    """local -> remote of every TCP socket the processes ``pids`` hold."""
+    return {local: remote for local, (remote, _) in _owned(pids).items()}
 
 
 def _same(a: Endpoint, b: Endpoint) -> bool:
@@ -123,6 +212,8 @@ class BypassDetector:
     dependencies: list[Dependency]
     #: Local addresses of every upstream connection a proxy opened (filled by hooks).
     proxied: set[Endpoint] = field(default_factory=set)
+    #: The listen addresses of the candidate's own links (its proxies).
+    links: set[Endpoint] = field(default_factory=set)
     _pg: dict[str, Any] = field(default_factory=dict)
 
     def server_clients(self) -> dict[Endpoint, str]:
@@ -143,7 +234,10 @@ class BypassDetector:
     def _postgres_clients(self, dsn: str) -> list[Endpoint]:
         conn = self._pg.get(dsn)
         if conn is None or conn.closed:
-            conn = self._pg[dsn] = psycopg.connect(dsn, connect_timeout=2, autocommit=True)
+            # the system view only, whatever the candidate left on the search path
+            conn = self._pg[dsn] = psycopg.connect(
+                harness_dsn(dsn), connect_timeout=2, autocommit=True
+            )
         rows = conn.execute(
             "SELECT host(client_addr), client_port FROM pg_stat_activity"
             " WHERE client_port IS NOT NULL AND client_port > 0 AND pid <> pg_backend_pid()"
@@ -159,15 +253,23 @@ class BypassDetector:
         self._pg.clear()
 
     def find(self, candidate_pids: Iterable[int]) -> list[str]:
-        """One line per bypass found: the candidate's socket, the server, how it was seen."""
-        mine = owned_connections(candidate_pids)
-        if not mine:
+        """One line per bypass found: the candidate's socket, the server, how it was seen.
+        Only its sockets in the servers' network namespace (the harness's) can be clients a
+        server lists: one in the candidate's own namespace (root isolation) may have the
+        same address as a client of the harness's side by chance, and is none of them."""
+        owned = _owned(candidate_pids)
+        if not owned:
             return []
+        mine = {local: remote for local, (remote, _) in owned.items()}
+        here = _netns("self")
+        beside = {local: remote for local, (remote, ns) in owned.items()
+                  if ns is None or here is None or ns == here}  # fmt: skip
         found: dict[Endpoint, str] = {}
-        for client, dep_name in self.server_clients().items():
+        servers = self.server_clients() if self._unexplained(beside) else {}
+        for client, dep_name in servers.items():
             if any(_same(client, p) for p in self.proxied):
                 continue
-            for local in mine:
+            for local in beside:
                 if _same(client, local):
                     found[local] = f"{dep_name} lists a client at {client[0]}:{client[1]}"
         for local, remote in mine.items():
@@ -179,6 +281,22 @@ class BypassDetector:
             f"{local[0]}:{local[1]}, not through its link ({how})"
             for local, how in sorted(found.items())
         ]
+
+    def _unexplained(self, mine: dict[Endpoint, Endpoint]) -> bool:
+        """Whether any of the candidate's sockets could be a client the servers list that no
+        proxy opened: any but a listener and a connection to one of its links (a socket has
+        one peer: if that is a proxy, no server sees that socket). Only then are the
+        servers asked (a query to each, every second, per candidate instance)."""
+        return any(
+            remote[1] != 0 and not any(_same(remote, link) for link in self.links)
+            for remote in mine.values()
+        )
+
+
+def endpoint(address: str) -> Endpoint:
+    """``host:port`` (a link's listen address) as an endpoint."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def _dep_of(remote: Endpoint, deps: list[Dependency]) -> str:
@@ -192,6 +310,8 @@ def _nats_clients(monitor: str) -> list[Endpoint]:
     with urllib.request.urlopen(f"{monitor}/connz?limit=4096", timeout=2) as response:
         data = json.loads(response.read())
     return [(str(c["ip"]), int(c["port"])) for c in data.get("connections", []) if "ip" in c]
+
+
 async def watch_tripwire(
     sock: trio.socket.SocketType, what: str, contain: Callable[[str, str], None]
 ) -> None:
@@ -207,5 +327,3 @@ async def watch_tripwire(
             contain(
                 BYPASS, f"dialled {what} from inside its network namespace, not through its link"
             )
-
-

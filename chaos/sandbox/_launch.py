@@ -7,7 +7,8 @@ CONFIG is a JSON file the harness wrote (root-only in root mode). Three processe
     L  launcher (this process, the service's leader; host namespaces, trusted)
     |  joins the run's network namespace, unshares pid/ipc/uts namespaces, forks C
     '- C  init, pid 1 of the new pid namespace (root mode only; trusted): joins the cgroup,
-       |  builds the private mount tree (pivot_root), mounts /proc, forwards signals to G
+       |  unshares mount and cgroup namespaces, builds the private mount tree (pivot_root),
+       |  mounts a /proc that shows G only its own uid's processes, forwards signals to G
        '- G  the candidate: rlimits, no_new_privs, its own uid/gid, scrubbed env, execve
 
 L forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to C, C to G. When G exits, C
@@ -36,6 +37,7 @@ import time
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
@@ -190,10 +192,11 @@ def build_root(cfg: dict[str, Any]) -> None:
             mount(None, target, None, flags)
         elif kind == "tmpfs":
             os.makedirs(target, exist_ok=True)
-            mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, op.get("data", "mode=0755"))
+            flags = MS_NOSUID | MS_NODEV | (MS_RDONLY if op.get("ro") else 0)
+            mount("tmpfs", target, "tmpfs", flags, op.get("data", "mode=0755"))
         elif kind == "proc":
             os.makedirs(target, exist_ok=True)
-            mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, op.get("data", ""))
         else:
             raise SetupError(f"unknown mount op {kind!r}")
     old = new + "/.oldroot"
@@ -243,7 +246,8 @@ def init(cfg: dict[str, Any], status: Status) -> None:
         for procs in cfg["cgroups"]:
             with open(procs, "w") as f:
                 f.write(str(os.getpid()))
-        unshare(CLONE_NEWNS)
+        # a cgroup namespace rooted at the one it joined: /proc/self/cgroup reads "/"
+        unshare(CLONE_NEWNS | CLONE_NEWCGROUP)
         build_root(cfg)
         _libc.sethostname(b"sandbox", 7)
     except (OSError, SetupError) as exc:

@@ -14,11 +14,12 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from chaos.errors import ServiceError
+from ground.errors import ServiceError
 
 UID_BASE = 2_000_000_000
 SLOTS = 4096
@@ -67,6 +68,8 @@ class UidLease:
         self.uid = uid
         self.gid = uid
         self._fd: int | None = fd
+        #: The last ``kill_once`` found no process of the uid.
+        self.empty = False
 
     def kill_once(self) -> bool:
         """SIGKILL every process of the uid; True when there was none."""
@@ -76,25 +79,57 @@ class UidLease:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        return not pids
+        self.empty = not pids
+        return self.empty
 
-    def release(self) -> None:
-        """Free the uid (the next holder kills whatever is still left of it)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    def release(self, clean: bool = False) -> None:
+        """Free the uid (the next holder kills whatever is still left of it). ``clean``: its
+        files in the shared folders are gone; if ``kill_once`` also found no process of it
+        last, nothing of it is left (nothing but its processes makes any), and this process
+        keeps it, still locked, for its next candidate: no scan of every process then."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        if clean and self.empty:
+            with _kept_lock:
+                if _kept_pid[0] == os.getpid():
+                    _kept.append((self.uid, fd))
+                    return
+        os.close(fd)
+
+
+#: Uids this process holds (locked) with nothing of them left: handed out before any other.
+_kept: list[tuple[int, int]] = []
+_kept_pid = [os.getpid()]
+_kept_lock = threading.Lock()
+
+
+def _take_kept() -> UidLease | None:
+    with _kept_lock:
+        if _kept_pid[0] != os.getpid():  # a forked child: those locks are its parent's
+            _kept.clear()
+            _kept_pid[0] = os.getpid()
+        if _kept:
+            uid, fd = _kept.pop()
+            return UidLease(uid, fd)
+    return None
 
 
 #: World-writable folders a candidate with uid isolation can leave files in.
 SHARED_FOLDERS = (Path("/dev/shm"), Path("/tmp"), Path("/var/tmp"), Path(tempfile.gettempdir()))
 
 
-def remove_owned(uid: int, folders: Sequence[Path]) -> None:
-    """Remove every entry of ``folders`` (top level) that ``uid`` owns."""
+def remove_owned(uid: int, folders: Sequence[Path]) -> bool:
+    """Remove every entry of ``folders`` (top level) that ``uid`` owns; True when none is
+    left (as far as the folders could be read)."""
+    clean = True
     for folder in dict.fromkeys(folders):
         try:
             entries = list(folder.iterdir())
+        except FileNotFoundError:
+            continue
         except OSError:
+            clean = False
             continue
         for entry in entries:
             try:
@@ -104,12 +139,22 @@ def remove_owned(uid: int, folders: Sequence[Path]) -> None:
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
                     entry.unlink()
-            except OSError:
+            except FileNotFoundError:
                 continue
+            except OSError:
+                clean = False
+                continue
+            if entry.exists() or entry.is_symlink():
+                clean = False
+    return clean
 
 
 def lease_uid() -> UidLease:
-    """A uid no other live candidate holds (ServiceError when all are taken)."""
+    """A uid no other live candidate holds (ServiceError when all are taken): one this
+    process kept with nothing of it left, else a free slot, emptied first."""
+    kept = _take_kept()
+    if kept is not None:
+        return kept
     LOCK_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
     start = os.getpid() % SLOTS
     for i in range(SLOTS):

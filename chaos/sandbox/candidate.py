@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 
 if TYPE_CHECKING:
     from chaos.context import RunContext
@@ -184,6 +184,66 @@ def tree_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class CandidateSpec:
+    """A graded run's candidate as plain data: what ``chaos grade`` hands each run (a
+    ``RunSpec``'s ``candidate``) and a warm worker turns into a ``Candidate``. Checked once,
+    when the grade makes it (the program hashed, the limits in range, the sandbox able to run
+    it); a worker takes it as it comes, never parsing flags back. ``to_args`` gives the
+    ``chaos run --impl`` flags of a cold run (``--run-timeout``, Ray)."""
+
+    program: Program
+    limits: Limits
+    #: ``--isolation`` (None: the machine's default).
+    isolation: str | None = None
+    #: ``--sandbox`` (None: the process sandbox).
+    sandbox: str | None = None
+    #: Paths the candidate must not see (the key file, the grade's traces).
+    hidden: tuple[Path, ...] = ()
+
+    def with_hidden(self, *paths: Path) -> CandidateSpec:
+        return replace(self, hidden=(*self.hidden, *paths))
+
+    def to_args(self) -> list[str]:
+        """The ``chaos run`` flags of this candidate (a cold run's command line)."""
+        args = ["--impl", str(self.program.path), *self.limits.to_args()]
+        if self.isolation:
+            args += ["--isolation", self.isolation]
+        if self.sandbox and self.sandbox != "process":
+            args += ["--sandbox", self.sandbox]
+        for path in self.hidden:
+            args += ["--hide", str(path)]
+        return args
+
+    def to_dict(self) -> dict[str, Any]:
+        program = self.program
+        return {
+            "program": {"path": str(program.path), "kind": program.kind,
+                        "entry": program.entry, "sha256": program.sha256},
+            "limits": self.limits.to_dict(),
+            "isolation": self.isolation,
+            "sandbox": self.sandbox,
+            "hidden": [str(p) for p in self.hidden],
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CandidateSpec:
+        """The spec ``to_dict`` gave (ConfigError, or KeyError/TypeError/ValueError for a
+        malformed one); the program is not hashed again (a run's sandbox hashes its copy)."""
+        program = data["program"]
+        if program["kind"] not in ("python", "exec"):
+            raise ConfigError(f"a candidate's program kind must be python or exec, got "
+                              f"{program['kind']!r}")  # fmt: skip
+        return cls(
+            Program(Path(program["path"]), str(program["kind"]), str(program["entry"]),
+                    str(program["sha256"])),
+            Limits.from_dict(dict(data["limits"])),
+            None if data.get("isolation") is None else str(data["isolation"]),
+            None if data.get("sandbox") is None else str(data["sandbox"]),
+            tuple(Path(p) for p in data.get("hidden") or ()),
+        )  # fmt: skip
+
+
 @dataclass
 class CandidateReport:
     """What the sandbox saw of the candidate during one run (the run JSON's ``candidate``)."""
@@ -309,10 +369,5 @@ __all__ = [
     "PROCESSES",
     "REASONS",
     "WALL_CLOCK",
-    "Candidate",
-    "CandidateReport",
-    "Limits",
-    "Program",
-    "Sandbox",
     "tree_sha256",
 ]

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from chaos.errors import ConfigError
 from chaos.sandbox._detect import watch_tripwire
 from chaos.sandbox.candidate import (
     CPU,
@@ -50,6 +49,7 @@ from chaos.sandbox.candidate import (
 from chaos.services import SkewFile, default_run_parent, registry
 from chaos.services.container import ContainerService, open_container
 from chaos.services.images import Image, check_images, docker_client, holder_image, python_image
+from ground.errors import ConfigError
 from invariants.history import SERVICE_PREFIX
 
 if TYPE_CHECKING:
@@ -167,12 +167,13 @@ class _Site:
 
     async def start(self, env: dict[str, str], ready_line: str | None, wait: bool
                     ) -> ContainerService:  # fmt: skip
-        from chaos.sandbox.process import _copy_program, candidate_links, inbound_links
+        from chaos.sandbox._box import copy_program
+        from chaos.sandbox.process import candidate_links, inbound_links
 
         stack = self.ctx.stack
         stack.callback(shutil.rmtree, self.dir, True)  # last: after the container is gone
         program_dir = self.dir / "program"
-        _copy_program(self.candidate, program_dir)
+        copy_program(self.candidate, program_dir)
         clock = self.dir / "clock"
         clock.mkdir(mode=0o755)
         skew = SkewFile(clock / "faketime")

@@ -6,8 +6,14 @@ wall-clock limit, and the few rules that make a run a fair grade:
 
 - the run's result is the real stores' verdicts, as in ``chaos run``;
 - anything the sandbox contained grades the seed 0 (``contained``);
-- a final state the checkers cannot read or decide (the candidate wrote the stores) is a
-  failed seed, not a harness error: it is the candidate's data;
+- a store the harness refuses to read (``Unreadable``, in any phase), or a final state the
+  checkers cannot read or decide (the candidate wrote the stores) is a failed seed, not a
+  harness error: it is the candidate's data (``unreadable``);
+- any other failure is a harness error (so is a failure to read the final state while a
+  service or server of the harness's own had died, or its reader lost its server), which
+  says whether the candidate had started (``candidate_started``): a grade runs it again,
+  then counts it 0 (an error never pays more than a failure), and calls the machine
+  broken only when the candidate never ran;
 - the secondary measures: settle seconds, side effects, the candidate's CPU seconds.
 """
 
@@ -15,16 +21,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
-from chaos.errors import EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.run import RunOptions, RunResult, run_scenario
 from chaos.sandbox.candidate import WALL_CLOCK, Candidate, Limits, Program
 from chaos.sandbox.container import ContainerSandbox
 from chaos.sandbox.process import ProcessSandbox
 from chaos.scenario import Scenario, TaskSpec
+from ground._signals import received
+from ground.errors import (
+    EXIT_HARNESS,
+    EXIT_HELD,
+    EXIT_VIOLATED,
+    ChaosError,
+    ConfigError,
+    ServiceError,
+    Unreadable,
+    WriteError,
+)
+
+E = TypeVar("E", bound=BaseException)
 
 
 def task_of(scenario: Scenario) -> TaskSpec:
@@ -42,7 +60,7 @@ def make_sandbox(
 ) -> ProcessSandbox | ContainerSandbox:
     """The sandbox ``--sandbox`` names (default: the process sandbox), unchecked."""
     if kind in (None, "process"):
-        return ProcessSandbox(isolation)
+        return ProcessSandbox(isolation, libraries)
     if kind == "docker":
         if isolation is not None:
             raise ConfigError("--isolation goes with the process sandbox, not --sandbox docker")
@@ -82,9 +100,15 @@ class GradedRun:
     result: RunResult | None
     candidate: Candidate
     trace: Path
-    #: The run failed in the check phase on the candidate's data (the reason), if it did.
+    #: The run failed on the candidate's data (the reason), if it did.
     unreadable: str | None = None
+    #: The run failed for another reason (a harness error), if it did.
+    error: str | None = None
     measures: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def candidate_started(self) -> bool:
+        return self.candidate.report.starts > 0
 
     @property
     def contained(self) -> list[dict[str, Any]]:
@@ -96,6 +120,8 @@ class GradedRun:
 
     @property
     def exit_code(self) -> int:
+        if self.error is not None:
+            return EXIT_HARNESS
         return EXIT_HELD if self.held else EXIT_VIOLATED
 
     def to_json(self) -> dict[str, Any]:
@@ -106,13 +132,19 @@ class GradedRun:
             base = {"verdicts": [], "trace": str(self.trace), "held": False, "settled": False}
         if self.unreadable is not None:
             base["unreadable"] = self.unreadable
+        if self.error is not None:
+            base["error"] = self.error
+        base["candidate_started"] = self.candidate_started
         base["held"] = self.held
         base["candidate"] = {**self.candidate.report.to_json(), "measures": self.measures}
         return base
 
 
 async def run_graded(options: RunOptions) -> GradedRun:
-    """Run once with ``options.candidate``; containment and unreadable state are graded."""
+    """Run once with ``options.candidate``; containment and unreadable state are graded, any
+    other failure is recorded as the run's ``error`` (never raised: the worker reports it,
+    with whether the candidate had started); a ``ConfigError``, a ``WriteError`` and an
+    interruption raise."""
     candidate = options.candidate
     if candidate is None:
         raise ConfigError("a graded run needs a candidate")
@@ -133,15 +165,51 @@ async def run_graded(options: RunOptions) -> GradedRun:
         try:
             graded.result = await run_scenario(options)
         except Exception as exc:
-            if phases.get("now") != "check" or isinstance(exc, ConfigError):
+            # bad input, a signal, and an output the machine cannot write (a full disk: it
+            # is broken, whoever ran) end the worker as they would any command
+            if any(_first(exc, kind) for kind in (ConfigError, WriteError)) or (
+                received() is not None
+            ):
                 raise
-            graded.unreadable = f"{type(exc).__name__}: {exc}"[:500]
+            refused = _first(exc, Unreadable)
+            if refused is not None:
+                graded.unreadable = f"{refused}"[:500]
+            elif phases.get("now") == "check" and _first(exc, ServiceError) is None:
+                # the final state or a checker failed on what the candidate wrote; a
+                # ServiceError here is the harness's own (its reader lost its server, a
+                # service of its own died: ``chaos.run._final_state``): an error, rerun
+                graded.unreadable = _describe(exc)[:500]
+            else:
+                graded.error = _describe(exc)[:500]
     if scope.cancelled_caught:
         candidate.report.contain(
             WALL_CLOCK, f"the run took over {candidate.limits.wall_s:g} s", candidate.limits.wall_s
         )
     graded.measures = measures(scenario, graded)
     return graded
+
+
+def _first(exc: BaseException, kind: type[E]) -> E | None:
+    """``exc`` itself, or the first one in its nursery groups, when of ``kind``."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for a harness error: its first ``ChaosError``'s message, else the type and
+    message of the innermost exception."""
+    chaos = _first(exc, ChaosError)
+    if chaos is not None:
+        return str(chaos)
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 def measures(scenario: Scenario, graded: GradedRun) -> dict[str, float | None]:

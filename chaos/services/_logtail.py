@@ -15,9 +15,12 @@ class LogTail:
 
     def __init__(self, limit: int = 200) -> None:
         self._lines: deque[str] = deque(maxlen=limit)
+        self._last_error = ""
 
-    def add(self, line: str) -> None:
+    def add(self, line: str, stream: str = "stdout") -> None:
         self._lines.append(line)
+        if stream == "stderr" and line.strip():
+            self._last_error = line
 
     def lines(self) -> list[str]:
         return list(self._lines)
@@ -25,8 +28,17 @@ class LogTail:
     def text(self) -> str:
         return "\n".join(self._lines)
 
-    def last(self) -> str:
-        return self._lines[-1] if self._lines else ""
+    def last(self, prefer_stderr: bool = False) -> str:
+        """The last line, for the end of an error message ("... not ready after 30s: LINE");
+        never empty, so the message never ends at its colon. ``prefer_stderr``: the last
+        line of stderr when there is one (a program that died says why there; its stdout,
+        read by another pipe, may come after)."""
+        if prefer_stderr and self._last_error:
+            return self._last_error
+        for line in reversed(self._lines):
+            if line.strip():
+                return line
+        return "it printed nothing"
 
 
 def _decode(raw: bytes | bytearray) -> str:

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import trio
 
-from chaos.errors import ServiceError
+from ground.errors import ServiceError
 
 CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS = 0x8913

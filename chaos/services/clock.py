@@ -16,7 +16,7 @@ import struct
 from importlib import metadata
 from pathlib import Path
 
-from chaos.errors import ConfigError, ServiceError
+from ground.errors import ConfigError, ServiceError
 
 _LIB_NAME = "libfaketime.so.1"
 _SHM_DIR = Path("/dev/shm")

@@ -36,15 +36,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from chaos.errors import ConfigError, ServiceError
 from chaos.services import registry
 from chaos.services._container_reap import LABEL_REGISTRY, LABEL_RUN, LABEL_SERVICE
 from chaos.services._groups import unwrapped_errors
+from chaos.services._incarnations import Incarnations
 from chaos.services._logtail import LogTail
 from chaos.services._netns import NetNamespace
 from chaos.services.clock import SkewFile, libfaketime_library
 from chaos.services.images import _reason, check_images, docker_client, holder_image
 from chaos.services.process import ExitHook, LogSink, ReadyProbe
+from ground.errors import ConfigError, ServiceError
 
 if TYPE_CHECKING:
     import docker
@@ -76,7 +77,7 @@ def _labels(name: str) -> dict[str, str]:
     return labels
 
 
-class ContainerService:
+class ContainerService(Incarnations[_Incarnation]):
     """A running service container and the faults that apply to it (``ManagedProcess``'s
     interface: ``name``, ``pid``, ``starts``, ``running``, ``paused``, ``exited``, ``died``,
     ``kill``, ``restart``, ``pause``, ``resume``, ``ready``, ``faketime``)."""
@@ -142,21 +143,6 @@ class ContainerService:
         return self._current is not None and not self._current.exited.is_set()
 
     @property
-    def paused(self) -> bool:
-        return self._paused
-
-    @property
-    def exited(self) -> trio.Event:
-        if self._current is None:
-            raise ServiceError(f"{self.name} has not been started")
-        return self._current.exited
-
-    @property
-    def died(self) -> bool:
-        cur = self._current
-        return cur is not None and cur.exited.is_set() and not cur.expected_exit
-
-    @property
     def oom_killed(self) -> bool:
         return self._current is not None and self._current.oom_killed
 
@@ -174,7 +160,9 @@ class ContainerService:
             raise ConfigError(f"image {self.image}: {_reason(exc)}") from None
         except docker.errors.APIError as exc:
             raise ServiceError(
-                f"container {self.name} ({self.image}): {_reason(exc)}", self.tail.text()
+                f"container {self.name} ({self.image}): {_reason(exc)}",
+                self.tail.text(),
+                self.name,
             ) from None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -349,6 +337,7 @@ class ContainerService:
                         f"container {self.name} ({self.image}) exited with code "
                         f"{cur.returncode} before it was ready: {self.tail.last()}",
                         self.tail.text(),
+                        self.name,
                     )
                 if self._ready is None or await self._ready():
                     return
@@ -357,6 +346,7 @@ class ContainerService:
             f"container {self.name} ({self.image}) not ready after {self._ready_timeout:g}s: "
             f"{self.tail.last()}",
             self.tail.text(),
+            self.name,
         )
 
     async def wait(self) -> int:
@@ -418,7 +408,7 @@ class ContainerService:
         if self._paused:
             self.resume()
         self.send_signal(signal.SIGTERM)
-        from chaos import _signals
+        from ground import _signals
 
         with trio.move_on_after(self._stop_grace):
             while not _signals.hurrying():

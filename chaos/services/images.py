@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from chaos.errors import ConfigError, ServiceError
 from chaos.services.clock import libfaketime_library
+from ground.errors import ConfigError, ServiceError
 
 if TYPE_CHECKING:
     import docker
@@ -281,7 +281,7 @@ def python_image(
 ) -> Image:
     """An image of this Python with ``libraries`` (and their requirements) installed, and
     ``app`` (path under /app -> host file) copied in; its tag ``<name>:<content hash>``."""
-    from chaos.sandbox._mounts import library_entries
+    from chaos.sandbox._python import library_entries
 
     files = _interpreter_files()
     entries = library_entries(libraries)
@@ -327,20 +327,6 @@ def python_image(
         _build(client, ref, dockerfile, context)
 
     return Image(ref, build)
-
-
-def remove_image(ref: str) -> None:
-    """Remove an image (tests); no error when it is gone."""
-    import docker.errors
-
-    try:
-        docker_client().images.remove(ref, force=True)
-    except docker.errors.ImageNotFound:
-        pass
-
-
-def image_info(ref: str) -> dict[str, Any]:
-    return dict(docker_client().images.get(ref).attrs)
 
 
 __all__ = [

@@ -16,12 +16,12 @@ from urllib.parse import quote
 import psycopg
 import trio
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from chaos.errors import ConfigError, ServiceError
 from chaos.services._pg_template import PG_SUPERUSER, chown_tree, prepare_postgres
 from chaos.services.ports import free_port, tcp_accepting
 from chaos.services.process import LogSink, ManagedProcess, open_process_service
+from ground.errors import ConfigError, ServiceError
 
 HOST = "127.0.0.1"
 _IPC_RMID = 0
@@ -36,6 +36,11 @@ DEFAULT_SETTINGS: Mapping[str, str] = {
     "logging_collector": "off",
     # DSM segments as files in the data dir: a killed server cannot leak them into /dev/shm
     "dynamic_shared_memory_type": "mmap",
+    # Slots only the superuser and the harness's reader (pg_use_reserved_connections) may
+    # take: a program that opens every connection it can does not lock the harness out.
+    "reserved_connections": "5",
+    # No prepared transactions: one would hold its locks after its program is gone.
+    "max_prepared_transactions": "0",
 }
 
 
@@ -69,6 +74,8 @@ class PostgresService:
 
 def external_postgres(dsn: str) -> PostgresService:
     """Describe a user's already-running PostgreSQL (nothing is started or stopped)."""
+    if not dsn.strip():  # libpq would read it as "all defaults": never what was meant
+        raise ConfigError(f"bad postgres dsn {dsn!r}: empty (give postgresql://USER@HOST/DB)")
     try:
         params = conninfo_to_dict(dsn)
         port = int(params.get("port") or 5432)
@@ -79,6 +86,40 @@ def external_postgres(dsn: str) -> PostgresService:
     host = str(params.get("host") or "localhost")
     user = str(params.get("user") or PG_SUPERUSER)
     return PostgresService(dsn, host, port, user, str(params.get("dbname") or user))
+
+
+#: Seconds a run waits for an external server to answer before it is a harness error.
+EXTERNAL_CONNECT_TIMEOUT_S = 5
+
+
+def _login(dsn: str, timeout_s: int) -> None:
+    with psycopg.connect(dsn, connect_timeout=timeout_s, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+
+
+def _what_it_answered(exc: psycopg.Error, timeout_s: int) -> str:
+    """The server's own words from psycopg's message (``FATAL: role "u" does not exist``,
+    ``Connection refused``), without the address psycopg repeats."""
+    if isinstance(exc, psycopg.errors.ConnectionTimeout):
+        return f"no answer within {timeout_s} s (is a PostgreSQL server listening there?)"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return " ".join(first.rpartition(" failed: ")[2].split())
+
+
+async def check_external_postgres(
+    service: PostgresService, timeout_s: int = EXTERNAL_CONNECT_TIMEOUT_S
+) -> None:
+    """Log in to an external PostgreSQL and run SELECT 1 within ``timeout_s`` (libpq waits
+    at least 2 s): ServiceError (exit 3) naming the server, its address and what it
+    answered (refused, a wrong role or password, not PostgreSQL, silence)."""
+    where = f"the external PostgreSQL at {service.host}:{service.port}"
+    with trio.move_on_after(timeout_s + 2):  # libpq's own timeout first; then stop waiting
+        try:
+            await trio.to_thread.run_sync(_login, service.dsn, timeout_s, abandon_on_cancel=True)
+        except psycopg.Error as exc:
+            raise ServiceError(f"{where}: {_what_it_answered(exc, timeout_s)}") from None
+        return
+    raise ServiceError(f"{where}: no answer within {timeout_s} s")
 
 
 def _copy_cluster(template: Path, data: Path, run_as: tuple[int, int] | None) -> None:
@@ -133,6 +174,9 @@ async def open_postgres(
             stop_signal=signal.SIGINT,
             stop_grace=stop_grace,
             run_as=runtime.run_as,
+            # its own folder: the server user may not reach the caller's working directory
+            # (a root-only tmp dir), and postgres refuses to start there
+            cwd=data if runtime.run_as is not None else None,
         ) as process:
             service.process = process
             yield service
@@ -144,6 +188,30 @@ async def open_postgres(
 
 # -- who may connect as whom ---------------------------------------------------------------
 
+#: The session settings of the harness's connections to a server where programs under test
+#: have objects (``harness_dsn``; the reader's too, ``chaos.services.reader``): only
+#: the system catalogs on the search path (pg_temp last, as the docs advise), and the server
+#: refuses to expand a view or reach a foreign table that is not a system one.
+GUARD = {
+    "search_path": "pg_catalog,pg_temp",
+    "restrict_nonsystem_relation_kind": "view,foreign-table",
+}
+
+
+def session_options(settings: Mapping[str, str]) -> str:
+    """``-c NAME=VALUE ...``: what libpq's ``options`` sets for a session."""
+    return " ".join(f"-c {name}={value}" for name, value in settings.items())
+
+
+def harness_dsn(dsn: str) -> str:
+    """``dsn`` with the guard's session settings added to its ``options``: for the harness's
+    own (superuser) connections to a server where a program under test has objects."""
+    params = conninfo_to_dict(dsn)
+    extra = session_options(GUARD)
+    params["options"] = f"{params.get('options') or ''} {extra}".strip()
+    return make_conninfo("", **params)
+
+
 #: The embedded cluster's pg_hba.conf once a run requires passwords: every connection is
 #: TCP (no unix socket) and proves its role with a password.
 PASSWORD_HBA = """\
@@ -152,6 +220,8 @@ host all all 127.0.0.1/32 scram-sha-256
 host all all ::1/128 scram-sha-256
 """
 _CONNECT_TIMEOUT_S = 30  # the harness's own connections: a loaded machine is slow, not broken
+#: How many connections a program's role may hold at once (``create_role``).
+CONNECTION_LIMIT = 20
 
 
 @dataclass(frozen=True)
@@ -206,12 +276,14 @@ def create_role(
     schema: str = "public",
     database: str | None = None,
     create: bool = True,
+    connection_limit: int = CONNECTION_LIMIT,
 ) -> PostgresRole:
     """As the harness: a login role ``name`` with a fresh password and no special power
-    (``NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS NOREPLICATION``), allowed to
-    connect to ``database`` (default the service's) and to use ``schema`` (and, with
-    ``create``, to create objects in it: it then owns what it creates). Give it more with
-    ordinary GRANTs. ``drop_role`` removes it (external servers)."""
+    (``NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS NOREPLICATION``), at most
+    ``connection_limit`` connections at once, allowed to connect to ``database`` (default
+    the service's) and to use ``schema`` (and, with ``create``, to create objects in it: it
+    then owns what it creates). Give it more with ordinary GRANTs. ``drop_role`` removes it
+    (external servers)."""
     password = secrets.token_hex(16)
     role = sql.Identifier(name)
     db = sql.Identifier(database or service.database)
@@ -220,8 +292,8 @@ def create_role(
         conn.execute(
             sql.SQL(
                 "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS "
-                "NOREPLICATION NOINHERIT PASSWORD {}"
-            ).format(role, sql.Literal(password))
+                "NOREPLICATION NOINHERIT CONNECTION LIMIT {} PASSWORD {}"
+            ).format(role, sql.Literal(int(connection_limit)), sql.Literal(password))
         )
         conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, role))
         privileges = sql.SQL("USAGE, CREATE" if create else "USAGE")
@@ -231,11 +303,14 @@ def create_role(
     return PostgresRole(name, password)
 
 
-def drop_role(service: PostgresService, name: str) -> None:
-    """Remove a role ``create_role`` made, with whatever it still owns in the service's
-    database."""
+def drop_role(service: PostgresService, name: str, *, database: str | None = None) -> None:
+    """Remove a role ``create_role`` (or ``create_reader``) made, with whatever it still owns
+    and was granted in ``database`` (default the service's)."""
     role = sql.Identifier(name)
-    with psycopg.connect(service.dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S) as conn:
+    dsn = service.dsn if database is None else make_conninfo(service.dsn, dbname=database)
+    with psycopg.connect(
+        harness_dsn(dsn), autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S
+    ) as conn:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
         if exists:
             conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(role))

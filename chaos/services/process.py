@@ -27,15 +27,16 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from chaos import _signals
-from chaos.errors import ConfigError, ServiceError
 from chaos.services import registry
 from chaos.services._groups import unwrapped_errors
+from chaos.services._incarnations import Incarnations
 from chaos.services._logtail import LogTail, pump_lines
 from chaos.services._reaper import ProcEntry, become_subreaper, family, reap_family, signal_family
 from chaos.services._spawn import DEVNULL, PIPE, Child, spawn
 from chaos.services.clock import SkewFile, release_faketime_state
 from chaos.services.supervise import Record, RestartPolicy, supervise
+from ground import _signals
+from ground.errors import ConfigError, ServiceError
 
 if TYPE_CHECKING:
     from chaos.services.zygote import Zygote
@@ -62,7 +63,7 @@ class _Incarnation:
     scope: trio.CancelScope = field(default_factory=lambda: trio.CancelScope(shield=True))
 
 
-class ManagedProcess:
+class ManagedProcess(Incarnations[_Incarnation]):
     """A running service child: pid, returncode, log tail and the faults that apply to it."""
 
     def __init__(
@@ -133,23 +134,6 @@ class ManagedProcess:
     def running(self) -> bool:
         return self._current is not None and self._current.proc.returncode is None
 
-    @property
-    def paused(self) -> bool:
-        return self._paused
-
-    @property
-    def exited(self) -> trio.Event:
-        """Set when the current child exits (a restart brings a fresh event)."""
-        if self._current is None:
-            raise ServiceError(f"{self.name} has not been started")
-        return self._current.exited
-
-    @property
-    def died(self) -> bool:
-        """True when the current child exited without the harness stopping or killing it."""
-        cur = self._current
-        return cur is not None and cur.exited.is_set() and not cur.expected_exit
-
     def log_tail(self) -> str:
         return self.tail.text()
 
@@ -180,7 +164,9 @@ class ManagedProcess:
                 extra_groups=None if self._run_as is None else [],
             )
         except OSError as exc:
-            raise ServiceError(f"{self.name} could not start: {exc}") from exc
+            raise ServiceError(
+                f"{self.name} could not start: {exc}", self.tail.text(), self.name
+            ) from exc
         if self._registration is not None:
             self._registration.add_process(proc.pid, self.name)
         cur = _Incarnation(proc)
@@ -247,7 +233,7 @@ class ManagedProcess:
 
     def _emitter(self, stream: str) -> Callable[[str], None]:
         def emit(line: str) -> None:
-            self.tail.add(line)
+            self.tail.add(line, stream)
             if self._log_sink is not None:
                 self._log_sink(self.name, stream, line)
 
@@ -265,8 +251,9 @@ class ManagedProcess:
                         await cur.drained.wait()
                     raise ServiceError(
                         f"{self.name} exited with code {cur.proc.returncode} before it was "
-                        f"ready: {self.tail.last()}",
+                        f"ready: {self.tail.last(prefer_stderr=True)}",
                         self.tail.text(),
+                        self.name,
                     )
                 if self._ready is None or await self._ready():
                     return True
@@ -274,6 +261,7 @@ class ManagedProcess:
         raise ServiceError(
             f"{self.name} not ready after {self._ready_timeout:g}s: {self.tail.last()}",
             self.tail.text(),
+            self.name,
         )
 
     async def wait(self) -> int:

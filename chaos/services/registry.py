@@ -8,6 +8,7 @@ dead run left (its harness SIGKILLed, OOM-killed, or its machine's PID 1 never r
       {"dir": "/dev/shm/chaos-payments-ID"}           written before the dir is made
       {"file": "/dev/shm/faketime_shm_chaos-ID"}      written before the file is made
       {"process": PID, "start": TICKS, "name": "postgres"}
+      {"cgroup": "/sys/fs/cgroup/pids/.../chaos-HEX"}  a sandbox's cgroup, before it is made
 
 ``<registry>`` is ``$CHAOS_REGISTRY_DIR``, else ``/dev/shm/chaos-harness-<uid>`` (memory:
 gone after a reboot, like the pids it names), else ``<tmp>/chaos-harness-<uid>``.
@@ -21,39 +22,47 @@ Nothing else is ever signalled.
 
 A registration is stale when nobody holds its lock and its owner (pid + start time, same
 boot) is gone or has let it go; ``collect`` kills what such a run left, removes its dirs and
-files (and a killed PostgreSQL's SysV segment) and then the registration itself.
+files (and a killed PostgreSQL's SysV segment), kills the members of its sandbox cgroups and
+removes those cgroups, and then the registration itself.
+
+The parts: this module (a live run's ``Registration``: writing down, closing) is the public
+home of every name; ``_registry_record`` (where the registry is, a registration read back,
+``staleness``), ``_registry_reap`` (reaping one run: ``members``, ``reap``, ``Reaped``) and
+``_registry_gc`` (``collect``: every stale run of the registry).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import errno
 import fcntl
 import itertools
 import json
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from chaos import _signals
 from chaos.services._reaper import read_entry
-
-MARKER = "CHAOS_RUN_ID"
-REGISTRY_MARKER = "CHAOS_RUN_REGISTRY"
-_SUFFIX = ".run"
-_SHM = Path("/dev/shm")
-_IPC_RMID = 0
-#: Seconds a reap waits for killed processes to disappear.
-_PATIENCE_S = 3.0
+from chaos.services._registry_gc import GcReport, collect, collect_quietly
+from chaos.services._registry_reap import Reaped, members, reap
+from chaos.services._registry_record import (
+    _SUFFIX,
+    MARKER,
+    REGISTRY_MARKER,
+    Record,
+    _ensure_private_dir,
+    boot_id,
+    parse,
+    process_alive,
+    registry_dir,
+    staleness,
+    start_ticks,
+)
+from ground import _signals
 
 _ids = itertools.count(1)
 _current: contextvars.ContextVar[Registration | None] = contextvars.ContextVar(
@@ -62,129 +71,9 @@ _current: contextvars.ContextVar[Registration | None] = contextvars.ContextVar(
 _live: set[Registration] = set()
 
 
-# -- where, who, when -------------------------------------------------------------------
-
-
-def registry_dir() -> Path:
-    """$CHAOS_REGISTRY_DIR, else /dev/shm/chaos-harness-<uid>, else <tmp>/chaos-harness-<uid>."""
-    if env := os.environ.get("CHAOS_REGISTRY_DIR"):
-        return Path(env)
-    name = f"chaos-harness-{os.geteuid()}"
-    if os.access(_SHM, os.W_OK | os.X_OK):
-        return _SHM / name
-    return Path(tempfile.gettempdir()) / name
-
-
-def _ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (0700) or check an existing one is a real dir of ours."""
-    try:
-        path.mkdir(mode=0o700, parents=True)
-    except FileExistsError:
-        pass
-    st = path.lstat()
-    if not path.is_dir() or path.is_symlink() or st.st_uid != os.geteuid():
-        raise OSError(errno.EPERM, "not a private directory of this user", str(path))
-    return path
-
-
-def boot_id() -> str:
-    """This boot's id (pids and start times mean nothing across a reboot)."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (None if it is gone)."""
-    entry = read_entry(pid)
-    return None if entry is None else entry.start
-
-
-def process_alive(pid: int, start: int) -> bool:
-    """Whether ``pid`` is still the process that started at ``start`` (zombies are dead)."""
-    entry = read_entry(pid)
-    return entry is not None and entry.start == start and entry.state not in ("Z", "X")
-
-
 def current() -> Registration | None:
     """The registration of the run this task belongs to (set by ``open_run_dir``)."""
     return _current.get()
-
-
-# -- a record, as read back -------------------------------------------------------------
-
-
-@dataclass
-class Record:
-    """A registration file as read back: the owner and what it wrote down."""
-
-    path: Path
-    run_id: str
-    owner: int
-    start: int
-    boot: str
-    argv: list[str] = field(default_factory=list)
-    created: float = 0.0
-    dirs: list[Path] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
-    processes: dict[int, tuple[int, str]] = field(default_factory=dict)
-    registry: Path | None = None
-
-    @property
-    def command(self) -> str:
-        return " ".join(self.argv) or "?"
-
-
-def parse(path: Path, text: str) -> Record | None:
-    """A registration's lines -> Record (None when the header is unreadable); a cut-off last
-    line (the owner died mid-write) is ignored."""
-    lines = text.splitlines()
-    try:
-        head = json.loads(lines[0])
-        record = Record(
-            path,
-            str(head["run"]),
-            int(head["owner"]),
-            int(head["start"]),
-            str(head["boot"]),
-            [str(a) for a in head.get("argv", [])],
-            float(head.get("created", 0.0)),
-            registry=path.parent,
-        )
-    except (IndexError, ValueError, KeyError, TypeError):
-        return None
-    for line in lines[1:]:
-        try:
-            item = json.loads(line)
-            if "dir" in item:
-                record.dirs.append(Path(item["dir"]))
-            elif "file" in item:
-                record.files.append(Path(item["file"]))
-            elif "process" in item:
-                record.processes[int(item["process"])] = (int(item["start"]), str(item["name"]))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return record
-
-
-def staleness(
-    record: Record, *, boot: str, alive: Callable[[int, int], bool], lock: str
-) -> str | None:
-    """Why ``record``'s run is over (so what it left may be reaped), or None while it may live.
-
-    ``lock`` is "held" (someone holds its flock), "free" (we just took it) or "unsupported"
-    (the registry's filesystem has no flock: then the owner's pid + start time decide).
-    """
-    if lock == "held":
-        return None
-    if record.boot != boot:
-        return "the machine has rebooted since"
-    if not alive(record.owner, record.start):
-        return f"its harness (pid {record.owner}) is gone"
-    if lock == "free":
-        return f"its harness (pid {record.owner}) let it go without cleaning up"
-    return None
 
 
 # -- the live side ----------------------------------------------------------------------
@@ -201,6 +90,7 @@ class Registration:
         self.dirs: list[Path] = []
         self.files: list[Path] = []
         self.processes: dict[int, tuple[int, str]] = {}
+        self.cgroups: list[Path] = []
         self._faketime: str | None = None
 
     # writing down ----------------------------------------------------------------------
@@ -230,6 +120,12 @@ class Registration:
         """Write down a file (before it is created) to remove when the run ends."""
         self._append({"file": str(path)})
         self.files.append(path)
+
+    def add_cgroup(self, path: Path) -> None:
+        """Write down a sandbox cgroup directory (before it is made): a dead run's cgroup is
+        emptied (its members SIGKILLed) and removed by the next collection."""
+        self._append({"cgroup": str(path)})
+        self.cgroups.append(path)
 
     def add_process(self, pid: int, name: str) -> None:
         """Write down a child by pid and start time."""
@@ -266,6 +162,7 @@ class Registration:
             files=list(self.files),
             processes=dict(self.processes),
             registry=self.directory,
+            cgroups=list(self.cgroups),
         )
 
     def close(self) -> Reaped:
@@ -367,369 +264,26 @@ def _emergency() -> None:
 _signals.add_emergency_hook(_emergency)
 
 
-# -- finding and reaping ----------------------------------------------------------------
-
-
-@dataclass
-class Reaped:
-    """What reaping one run removed."""
-
-    run_id: str
-    reason: str
-    owner: int
-    command: str
-    killed: list[dict[str, Any]] = field(default_factory=list)
-    dirs: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    sysv: list[int] = field(default_factory=list)
-    survivors: list[int] = field(default_factory=list)
-    #: Containers of the run (labelled with its id) that were removed.
-    containers: list[str] = field(default_factory=list)
-
-    @property
-    def complete(self) -> bool:
-        return not self.survivors
-
-    @property
-    def empty(self) -> bool:
-        return not (self.killed or self.dirs or self.files or self.sysv or self.containers)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run_id,
-            "reason": self.reason,
-            "owner": self.owner,
-            "command": self.command,
-            "killed": self.killed,
-            "dirs": self.dirs,
-            "files": self.files,
-            "sysv_segments": self.sysv,
-            "survivors": self.survivors,
-            "containers": self.containers,
-        }
-
-
-def _environ(pid: int) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
-
-
-def _cwd(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/cwd").removesuffix(" (deleted)")
-    except OSError:
-        return ""
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:120]
-    except OSError:
-        return ""
-
-
-def _is_postgres(pid: int) -> bool:
-    """A PostgreSQL server process (postmaster or backend): its titles hide its environment."""
-    try:
-        return os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("postgres")
-    except OSError:
-        return False
-
-
-def _inside(path: str, dirs: list[str]) -> bool:
-    return bool(path) and any(path == d or path.startswith(d + "/") for d in dirs)
-
-
-def _pids() -> list[int]:
-    return [int(n) for n in os.listdir("/proc") if n.isdigit()]
-
-
-def members(record: Record) -> dict[int, int]:
-    """Live processes of ``record``'s run -> start ticks (never this process)."""
-    marker = f"{MARKER}={record.run_id}".encode()
-    dirs = [str(d) for d in record.dirs]
-    me = os.getpid()
-    found: dict[int, int] = {}
-    for pid in _pids():
-        if pid == me:
-            continue
-        entry = read_entry(pid)
-        if entry is None or entry.state in ("Z", "X"):
-            continue
-        recorded = record.processes.get(pid)
-        if recorded is not None and recorded[0] == entry.start:
-            found[pid] = entry.start
-        elif marker in _environ(pid):
-            found[pid] = entry.start
-        elif dirs and _is_postgres(pid) and _inside(_cwd(pid), dirs):
-            found[pid] = entry.start
-    return found
-
-
-def _kill_all(found: dict[int, int]) -> None:
-    for pid, start in found.items():
-        entry = read_entry(pid)
-        if entry is not None and entry.start == start:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _reap_zombies(pids: set[int]) -> None:
-    """waitpid the ones that were handed to this process (a subreaper) and have died."""
-    me = os.getpid()
-    for pid in pids:
-        entry = read_entry(pid)
-        if entry is not None and entry.state == "Z" and entry.ppid == me:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-
-
-def _kill_members(record: Record, reaped: Reaped, patience: float) -> None:
-    deadline = time.monotonic() + patience
-    seen: set[int] = set()
-    while True:
-        found = members(record)
-        for pid in found.keys() - seen:
-            reaped.killed.append({"pid": pid, "command": _cmdline(pid)})
-        seen |= found.keys()
-        if not found:
-            break
-        if time.monotonic() > deadline:
-            reaped.survivors = sorted(found)
-            break
-        _kill_all(found)
-        _reap_zombies(set(found))
-        time.sleep(0.02)
-    _reap_zombies(seen)
-
-
-def _sysv_segments() -> dict[int, tuple[int, int]]:
-    """shmid -> (key, attached processes), from /proc/sysvipc/shm."""
-    table: dict[int, tuple[int, int]] = {}
-    try:
-        rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
-    except OSError:
-        return table
-    for row in rows:
-        cols = row.split()
-        with contextlib.suppress(IndexError, ValueError):
-            table[int(cols[1])] = (int(cols[0]), int(cols[6]))
-    return table
-
-
-def _release_postgres_segments(record: Record, reaped: Reaped) -> None:
-    """A SIGKILLed postmaster leaves its SysV segment (key and id in postmaster.pid, line 7):
-    remove it when nothing is attached and the key still matches."""
-    segments: dict[int, tuple[int, int]] | None = None
-    for d in record.dirs:
-        for pidfile in (*d.glob("postmaster.pid"), *d.glob("*/data/postmaster.pid")):
-            try:
-                key, shmid = (int(x) for x in pidfile.read_text().splitlines()[6].split())
-            except (OSError, IndexError, ValueError):
-                continue
-            segments = _sysv_segments() if segments is None else segments
-            if segments.get(shmid) == (key, 0):
-                import ctypes
-
-                if ctypes.CDLL(None, use_errno=True).shmctl(shmid, _IPC_RMID, None) == 0:
-                    reaped.sysv.append(shmid)
-
-
-def _remove_dirs(record: Record, reaped: Reaped) -> None:
-    for d in record.dirs:
-        if not d.is_absolute() or d.is_symlink() or not d.is_dir():
-            continue
-        if d.lstat().st_uid != os.geteuid() or len(d.parts) < 3:
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        if not d.exists():
-            reaped.dirs.append(str(d))
-
-
-def _remove_files(record: Record, killed: set[int], reaped: Reaped) -> None:
-    paths = list(record.files)
-    # libfaketime's own per-process pair, for a process that did not use the run's shared
-    # pair (only for pids that no longer run: a new process may have the same pid).
-    for pid in killed | set(record.processes):
-        if read_entry(pid) is None:
-            paths += [_SHM / f"faketime_shm_{pid}", _SHM / f"sem.faketime_sem_{pid}"]
-    for path in paths:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError:
-            continue
-        reaped.files.append(str(path))
-
-
-def reap(record: Record, *, reason: str, patience: float = _PATIENCE_S) -> Reaped:
-    """Kill what ``record``'s run left, release its SysV memory, remove its files and dirs."""
-    reaped = Reaped(record.run_id, reason, record.owner, record.command)
-    _kill_members(record, reaped, patience)
-    from chaos.services import _container_reap  # loads Docker's client only when needed
-
-    reaped.containers = _container_reap.reap_run_containers(record.run_id)
-    _release_postgres_segments(record, reaped)
-    _remove_files(record, {k["pid"] for k in reaped.killed}, reaped)
-    _remove_dirs(record, reaped)
-    return reaped
-
-
-def _try_lock(fd: int) -> str:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return "held"
-        if exc.errno in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP):
-            return "unsupported"
-        raise
-    return "free"
-
-
-@dataclass
-class GcReport:
-    """What one collection found and removed."""
-
-    registry: Path
-    reaped: list[Reaped] = field(default_factory=list)
-    live: int = 0
-    orphans: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        return not self.reaped and not self.orphans
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "registry": str(self.registry),
-            "reaped": [r.to_json() for r in self.reaped],
-            "live_runs": self.live,
-            "orphans": self.orphans,
-            "errors": self.errors,
-        }
-
-
-def _collect_one(path: Path, report: GcReport, boot: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return  # its owner just finished
-    try:
-        lock = _try_lock(fd)
-        if lock != "held" and os.fstat(fd).st_nlink == 0:
-            return  # removed while we opened it: its owner has cleaned up
-        with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
-            record = parse(path, f.read())
-        if record is None:
-            if lock == "free":  # a header cut off mid-write: nothing was started yet
-                path.unlink(missing_ok=True)
-            return
-        reason = staleness(record, boot=boot, alive=process_alive, lock=lock)
-        if reason is None:
-            report.live += 1
-            return
-        reaped = reap(record, reason=reason)
-        report.reaped.append(reaped)
-        if reaped.complete:
-            path.unlink(missing_ok=True)
-        else:
-            report.errors.append(
-                f"run {record.run_id}: pids {reaped.survivors} did not die; kept its registration"
-            )
-    finally:
-        os.close(fd)
-
-
-def _collect_tmp(path: Path) -> None:
-    """A registration its owner never finished creating (killed before the rename)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
-    try:
-        if _try_lock(fd) == "free":
-            path.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
-
-
-def _orphans(directory: Path, report: GcReport) -> None:
-    """Processes marked with this registry whose run has no registration any more (someone
-    removed the registry): they can belong to no live run, whose file would exist."""
-    tag = f"{REGISTRY_MARKER}={directory}".encode()
-    prefix = f"{MARKER}=".encode()
-    me = os.getpid()
-    for pid in _pids():
-        env = _environ(pid)
-        if pid == me or tag not in env:
-            continue
-        run_id = next((e[len(prefix) :].decode() for e in env if e.startswith(prefix)), "")
-        if not run_id or (directory / f"{run_id}{_SUFFIX}").exists():
-            continue
-        if (directory / f".{run_id}.tmp").exists():
-            continue
-        entry = read_entry(pid)
-        if entry is None or entry.state in ("Z", "X"):
-            continue
-        report.orphans.append({"pid": pid, "run": run_id, "command": _cmdline(pid)})
-        _kill_all({pid: entry.start})
-
-
-def collect(directory: Path | None = None, *, wait: bool = True, orphans: bool = False) -> GcReport:
-    """Reap every stale registration in the registry (``wait=False``: skip if another
-    collection is running). ``orphans``: also kill marked processes whose registration is
-    gone (a full scan of /proc; ``chaos gc`` does it)."""
-    directory = directory or registry_dir()
-    report = GcReport(directory)
-    if not directory.is_dir():
-        return report
-    entries = sorted(os.listdir(directory))
-    if not orphans and not any(n.endswith((_SUFFIX, ".tmp")) for n in entries):
-        return report  # the common case: nothing registered, nothing to lock
-    with _signals.deferred():
-        return _collect_locked(_ensure_private_dir(directory), report, wait, orphans)
-
-
-def _collect_locked(directory: Path, report: GcReport, wait: bool, orphans: bool) -> GcReport:
-    lock_fd = os.open(directory / ".gc.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            return report
-        boot = boot_id()
-        for name in sorted(os.listdir(directory)):
-            try:
-                if name.endswith(_SUFFIX):
-                    _collect_one(directory / name, report, boot)
-                elif name.startswith(".") and name.endswith(".tmp"):
-                    _collect_tmp(directory / name)
-            except OSError as exc:
-                report.errors.append(f"{name}: {exc.strerror or exc}")
-        if orphans:
-            from chaos.services import _container_reap
-
-            _orphans(directory, report)
-            for cid, run_id in _container_reap.orphan_containers(
-                directory, lambda run_id: (directory / f"{run_id}{_SUFFIX}").exists()
-            ):
-                report.orphans.append({"container": cid, "run": run_id})
-    finally:
-        os.close(lock_fd)
-    return report
-
-
-def collect_quietly() -> GcReport | None:
-    """The automatic collection before a run starts: cheap when there is nothing to do,
-    never in the way (an error is swallowed: ``chaos gc`` reports it)."""
-    try:
-        return collect(wait=False)
-    except OSError:
-        return None
+# Record (a registration read back) is here too, by name only: chaos.services.supervise
+# exports a Record of its own.
+__all__ = [
+    "MARKER",
+    "REGISTRY_MARKER",
+    "GcReport",
+    "Reaped",
+    "Registration",
+    "boot_id",
+    "collect",
+    "collect_quietly",
+    "current",
+    "members",
+    "open_faketime_shared",
+    "open_registration",
+    "parse",
+    "process_alive",
+    "reap",
+    "registered",
+    "registry_dir",
+    "staleness",
+    "start_ticks",
+]

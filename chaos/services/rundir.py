@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chaos.errors import ServiceError
 from chaos.services import registry
+from ground.errors import ServiceError
 
 _SHM = Path("/dev/shm")
 _MIN_SHM_FREE = 1 << 30

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import trio
 
-from chaos.errors import ConfigError, ServiceError
+from ground.errors import ConfigError, ServiceError
 
 
 @dataclass(frozen=True)
@@ -138,4 +138,4 @@ async def supervise(process: Supervisable, policy: RestartPolicy, record: Record
             record("start", {"restart": True, "supervised": True})
 
 
-__all__ = ["Record", "RestartPolicy", "Supervisable", "supervise"]
+__all__ = ["Record", "Supervisable", "supervise"]

@@ -220,9 +220,7 @@ class Zygote:
             os.close(out_w)
             os.close(err_w)
         entry = read_entry(pid)
-        child = ForkedChild(
-            pid, trio.lowlevel.FdStream(out_r), trio.lowlevel.FdStream(err_r)
-        )
+        child = ForkedChild(pid, trio.lowlevel.FdStream(out_r), trio.lowlevel.FdStream(err_r))
         if entry is None or entry.ppid != os.getpid():  # pragma: no cover - not a subreaper
             self.broken = True
             child.send_signal(signal.SIGKILL)

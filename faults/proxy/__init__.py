@@ -5,14 +5,11 @@ from __future__ import annotations
 from faults.proxy._spec import ToxicSpec
 from faults.proxy.proxy import Proxy
 from faults.proxy.server import Observer, ProxyServer, open_proxy_server
-from faults.proxy.toxics import TOXIC_TYPES, Toxic
 
 __all__ = [
-    "TOXIC_TYPES",
     "Observer",
     "Proxy",
     "ProxyServer",
-    "Toxic",
     "ToxicSpec",
     "open_proxy_server",
 ]

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from chaos.rng import derive_rng
 from faults.proxy._direction import Direction, Stream, Streams
 from faults.proxy._stage import Emit
+from ground.rng import derive_rng
 
 if TYPE_CHECKING:
     from faults.proxy._spec import ToxicSpec

@@ -2,7 +2,7 @@
 
 ::
 
-    ChaosError                 (chaos.errors)
+    ChaosError                 (ground.errors)
       ProxyAPIError            an HTTP status and a Toxiproxy error message
         ProxyNotFound            404 "proxy not found"
         ProxyExists              409 "proxy already exists"
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.errors import ChaosError
+from ground.errors import ChaosError
 
 
 class ProxyAPIError(ChaosError):

@@ -25,7 +25,6 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from chaos.errors import ConfigError
 from faults.proxy._address import bind_listener, join_host_port
 from faults.proxy._http_routes import handle
 from faults.proxy._http_wire import HttpLimits, serve_connection
@@ -36,6 +35,7 @@ from faults.proxy.server import (
     check_options,
     open_proxy_server,
 )
+from ground.errors import ConfigError
 
 __all__ = ["HttpLimits", "api_url", "open_http_api", "open_toxiproxy", "serve_http"]
 

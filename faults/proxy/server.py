@@ -20,11 +20,11 @@ from typing import Any
 
 import trio
 
-from chaos.errors import ConfigError
-from chaos.rng import SEED_MAX as RUN_SEED_BOUND
-from chaos.rng import check_seed
 from faults.proxy.errors import BadRequest, ProxyExists, ProxyNotFound
 from faults.proxy.proxy import Proxy, ProxyRuntime
+from ground.errors import ConfigError
+from ground.rng import SEED_MAX as RUN_SEED_BOUND
+from ground.rng import check_seed
 
 Observer = Callable[[dict[str, Any]], None]
 

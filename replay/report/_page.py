@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from replay.trace import Trace
 
 from ._compare import compare_table

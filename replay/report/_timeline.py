@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from invariants.history import NEMESIS
 from invariants.verdict import verdict_word
 from replay.trace import Trace, is_infrastructure

@@ -8,7 +8,7 @@
         close() ──► PATH.partial renamed to PATH (a killed run leaves PATH.partial)
     read_trace  ──► Trace(header, schedule, events, verdicts, end, partial)
 
-This is the model layer: it imports nothing of the harness but ``chaos.errors`` and the
+This is the model layer: it imports nothing of the harness but ``ground.errors`` and the
 history's process names. ``replay.trace.text`` renders trace values as text. See
 docs/trace-format.md for the byte layout, every field and what each kind of exit leaves.
 """

@@ -7,6 +7,7 @@
                      left there (partial) if the process is killed
     claim.place()    fsync, rename T.partial -> T (atomic), fsync the folder, unlock
     claim.discard()  remove T.partial, unlock: whatever was at T is untouched
+    claim.abandon()  unlock, T.partial left as it is (a full disk cut it short)
 
 The lock is ``flock`` on T.partial itself, so the kernel releases it when its holder dies,
 SIGKILL included: a claim whose holder is gone is taken over by the next writer. A path whose
@@ -15,6 +16,7 @@ T.partial is locked by a live process is refused with ConfigError before anythin
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -22,7 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from chaos.errors import ConfigError, TraceError
+from ground._paths import kind_of, open_regular
+from ground.errors import ConfigError, TraceError, WriteError
 
 from ._framing import MAGIC
 
@@ -42,9 +45,9 @@ def is_trace_file(path: str | os.PathLike[str]) -> bool:
     if path.name.endswith(PARTIAL_SUFFIX) and path.exists():
         return True
     try:
-        with path.open("rb") as stream:
+        with open_regular(path, "trace") as stream:  # a FIFO or a device: never read
             return stream.read(len(MAGIC)) == MAGIC
-    except OSError:
+    except (OSError, ConfigError):
         return False
 
 
@@ -85,7 +88,10 @@ def _check_destination(path: Path, replace: bool) -> None:
     if not replace:
         raise ConfigError(f"trace file already exists: {path}")
     if not path.is_file():
-        raise ConfigError(f"{path} exists and is not a regular file; refusing to replace it")
+        kind = kind_of(path.stat().st_mode) if path.exists() else "a dangling link"
+        raise ConfigError(
+            f"{path} exists and is not a regular file ({kind}); refusing to replace it"
+        )
     if path.stat().st_size and not is_trace_file(path):
         raise ConfigError(f"{path} exists and is not a chaos trace; refusing to replace it")
 
@@ -174,7 +180,8 @@ class TraceClaim:
             raise ValueError(f"the claim on {self.path} was already placed or discarded")
 
     def place(self) -> Path:
-        """Sync and rename the partial trace into ``path``, then release the claim."""
+        """Sync and rename the partial trace into ``path``, then release the claim. A full
+        disk is ``WriteError`` (exit 3): the partial trace stays, named in the message."""
         self._check_active()
         try:
             self.file.flush()
@@ -192,13 +199,19 @@ class TraceClaim:
                 f"trace file already exists: {self.path} (this trace is left at {self.partial})"
             ) from None
         except OSError as exc:
-            raise ConfigError(
-                f"cannot place trace {self.path}: {exc.strerror} "
-                f"(this trace is left at {self.partial})"
-            ) from None
+            kept = f"{exc.strerror or exc}; what was written is kept in {self.partial}"
+            if exc.errno in DISK_ERRNOS:
+                raise WriteError(f"cannot write trace {self.path}: {kept}") from None
+            raise ConfigError(f"cannot place trace {self.path}: {kept}") from None
         finally:
-            self.file.close()
+            _close_quietly(self.file)  # a failed flush is raised above, not again here
         return self.path
+
+    def abandon(self) -> None:
+        """Release the claim and leave the partial trace as it is (it could not be written
+        to the end: a full disk); idempotent."""
+        if self.active:
+            _close_quietly(self.file)
 
     def place_copy(self, source: str | os.PathLike[str]) -> Path:
         """Place a copy of the finished trace at ``source`` (e.g. a search's best run)."""
@@ -221,7 +234,7 @@ class TraceClaim:
         except OSError:
             pass
         finally:
-            self.file.close()
+            _close_quietly(self.file)
         _remove_empty(self._created)
 
     def __enter__(self) -> TraceClaim:
@@ -234,6 +247,18 @@ class TraceClaim:
         tb: TracebackType | None,
     ) -> None:
         self.discard()
+
+
+#: OS errors of a full or failing disk: the machine's fault, exit 3 (WriteError).
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+
+
+def _close_quietly(file: BinaryIO) -> None:
+    """Close ``file`` (its fd and flock are released) even if its last flush fails."""
+    try:
+        file.close()
+    except OSError:
+        pass
 
 
 def _link_new(partial: Path, path: Path) -> None:

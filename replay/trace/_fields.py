@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaos.errors import EXIT_BAD_INPUT, ConfigError
+from ground.errors import EXIT_BAD_INPUT, ConfigError
 from invariants.history import is_client
 
 FRAME_TYPES = ("header", "schedule", "event", "verdict", "end")

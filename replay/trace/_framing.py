@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from chaos.errors import ConfigError, TraceFormatError
+from ground.errors import ConfigError, TraceFormatError
 
 MAGIC = b"CHAOSTR\x00"
 FORMAT_VERSION = 2

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 
 from ._framing import FORMAT_VERSION
 

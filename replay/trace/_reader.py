@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.errors import TraceFormatError
+from ground.errors import TraceFormatError
 
 from ._scan import Frame, FrameScanner, open_trace_file
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from chaos.errors import TraceError, TraceFormatError, TraceVersionError
+from ground._paths import open_regular
+from ground.errors import ConfigError, TraceError, TraceFormatError, TraceVersionError
 
 from ._claim import partial_path
 from ._framing import (
@@ -116,13 +117,16 @@ def iter_frames(path: str | os.PathLike[str]) -> Iterator[Frame]:
 
 
 def open_trace_file(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a trace for reading; a missing or unreadable file raises TraceError.
+    """Open a trace for reading; a missing or unreadable file raises TraceError, and so does
+    what is not a regular file (a FIFO is never waited on, a device never read).
 
     A missing trace whose ``.partial`` exists is named in the message: that is where a run
     that has not finished (still running, or killed) keeps its trace.
     """
     try:
-        return Path(path).open("rb")
+        return open_regular(Path(path), "trace", "trace")
+    except ConfigError as exc:  # a folder, a FIFO, a device: "... not a trace file"
+        raise TraceError(str(exc)) from None
     except OSError as exc:
         message = f"cannot read trace {os.fspath(path)}: {exc.strerror}"
         partial = partial_path(path)

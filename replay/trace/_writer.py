@@ -8,7 +8,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError, WriteError
 
 from ._claim import TraceClaim, claim_trace
 from ._fields import (
@@ -31,7 +31,8 @@ class TraceWriter:
     with or without an end frame (without one it reads as partial), except when the run's
     input was refused: an end frame with exit code 2, a ConfigError (alone or grouped)
     leaving the ``with`` block, or ``discard()``. Then the trace is removed and whatever was
-    at ``PATH`` stays.
+    at ``PATH`` stays. A write that fails (a full disk) is ``WriteError`` (exit 3) naming the
+    ``PATH.partial`` that keeps what was written; every later write raises it again.
 
     >>> with TraceWriter("run.trace", build_header("demo", "sha256:...", "golden", 7)) as w:
     ...     w.write_event({"process": 0, "type": "invoke", "f": "write", "time_ns": 0})
@@ -55,8 +56,12 @@ class TraceWriter:
         self._schedule_written = False
         self._ended = False
         self._keep = True
+        self._failed: str | None = None  # why the file cannot be written (a full disk)
         try:
             self._append(first)
+        except WriteError as exc:
+            self._claim.discard()
+            raise WriteError(f"{str(exc).partition(';')[0]} (nothing was kept)") from None
         except BaseException:
             self._claim.discard()
             raise
@@ -77,15 +82,24 @@ class TraceWriter:
         return not self._claim.active
 
     def _append(self, frame: bytes) -> None:
-        self._file.write(frame)
-        self._file.flush()
-        if self._fsync:
-            os.fsync(self._file.fileno())
+        try:
+            self._file.write(frame)
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+        except OSError as exc:  # a full disk: every later write fails the same way
+            self._failed = (
+                f"cannot write trace {self.path}: {exc.strerror or exc}; what was written "
+                f"before is kept in {self.partial_path}"
+            )
+            raise WriteError(self._failed) from None
         self._frames += 1
 
     def _check_open(self) -> None:
         if self.closed:
             raise ValueError("trace writer is closed")
+        if self._failed is not None:
+            raise WriteError(self._failed)
         if self._ended:
             raise ValueError("trace already has its end frame")
 
@@ -149,10 +163,13 @@ class TraceWriter:
         self._claim.discard()
 
     def close(self) -> None:
-        """Sync and rename the trace into place (or remove it, see the class); idempotent."""
+        """Sync and rename the trace into place (or remove it, see the class); idempotent.
+        A trace that could not be written to the end stays at ``PATH.partial``."""
         if self.closed:
             return
-        if self._keep:
+        if self._failed is not None:
+            self._claim.abandon()
+        elif self._keep:
             self._claim.place()
         else:
             self._claim.discard()

@@ -5,10 +5,15 @@ The harness (the cluster's superuser) creates, before any worker runs:
 - ``leases (name, holder, token, expires_at)`` with the row ``'job'`` (free: no holder,
   token 0, expired). Workers may SELECT and UPDATE it, nothing else: how they take, renew
   and release the lease is theirs to write (TASK.md).
-- ``lease_audit``: one row per change of ``leases``, written by a trigger that runs as the
-  superuser (SECURITY DEFINER) and records the change's session user, i.e. the worker role
-  that made it, whatever the row says. Workers have no privilege on it and cannot disable
-  the trigger (only the table's owner can); the trigger also NOTIFYs the auditor.
+- ``lease_audit``: one row per change of ``leases``, written by a trigger whose function
+  runs as ``lease_recorder`` (SECURITY DEFINER): a role that cannot log in, with no power
+  but INSERT on ``lease_audit`` (never the superuser: the trigger fires inside a worker's
+  transaction, so whatever that session could slip into it would run with the function
+  owner's rights), and a search path of ``pg_catalog`` first with every name qualified. It
+  records the change's session user, i.e. the worker role that made it, whatever the row
+  says. Workers have no privilege on it and cannot disable the trigger (only the table's
+  owner can); the trigger also NOTIFYs the auditor, which takes a notification as a
+  wake-up only and reads the rows from ``lease_audit`` (any role may NOTIFY any channel).
 - one login role per worker with its own password, and authentication by password for
   every TCP connection (the superuser gets a password only the harness knows): a worker can
   act only as itself.
@@ -29,12 +34,13 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psycopg
 from psycopg import sql
 
 LEASE_NAME = "job"
+#: How many connections a worker's role may hold at once.
+CONNECTION_LIMIT = 20
 CHANNEL = "lease_audit"
 #: The harness's own connections wait this long: a loaded machine is slow, not broken.
 HARNESS_CONNECT_TIMEOUT_S = 30
@@ -61,11 +67,17 @@ CREATE TABLE lease_audit (
 );
 REVOKE ALL ON lease_audit FROM PUBLIC;
 
-CREATE FUNCTION lease_audit() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+CREATE ROLE {recorder} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS NOINHERIT;
+GRANT USAGE ON SCHEMA {schema} TO {recorder};
+GRANT INSERT, SELECT (id) ON {schema}.lease_audit TO {recorder};
+GRANT USAGE ON SEQUENCE {schema}.lease_audit_id_seq TO {recorder};
+GRANT SELECT ON {schema}.leases TO {recorder};
+
+CREATE FUNCTION {schema}.lease_audit() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t  timestamptz := clock_timestamp();
-    r  leases;
+    r  {schema}.leases;
     k  text;
     u  timestamptz;
     id bigint;
@@ -88,7 +100,7 @@ BEGIN
             u := greatest(t, least(NEW.expires_at, t + make_interval(secs => {ttl})));
         END IF;
     END IF;
-    INSERT INTO lease_audit (kind, name, token, actor, at, until, holder, expires_at)
+    INSERT INTO {schema}.lease_audit (kind, name, token, actor, at, until, holder, expires_at)
     VALUES (k, r.name, r.token, session_user, t, u, r.holder, r.expires_at)
     RETURNING lease_audit.id INTO id;
     PERFORM pg_notify({channel}, json_build_object(
@@ -99,10 +111,14 @@ BEGIN
     )::text);
     RETURN NULL;
 END $$;
+ALTER FUNCTION {schema}.lease_audit() OWNER TO {recorder};
+REVOKE ALL ON FUNCTION {schema}.lease_audit() FROM PUBLIC;
 
-CREATE TRIGGER lease_audit AFTER INSERT OR UPDATE OR DELETE ON leases
-    FOR EACH ROW EXECUTE FUNCTION lease_audit();
+CREATE TRIGGER lease_audit AFTER INSERT OR UPDATE OR DELETE ON {schema}.leases
+    FOR EACH ROW EXECUTE FUNCTION {schema}.lease_audit();
 """
+#: The role the audit trigger's function runs as.
+RECORDER = "lease_recorder"
 
 #: Every TCP connection authenticates with a password (the template cluster trusts all).
 HBA = """\
@@ -119,6 +135,8 @@ class Access:
     admin_dsn: str
     #: worker id -> (role, password)
     roles: dict[str, tuple[str, str]]
+    #: The schema of ``leases`` and ``lease_audit``.
+    schema: str = "public"
 
     def worker_dsn(self, worker: str, address: str, database: str) -> str:
         role, password = self.roles[worker]
@@ -163,19 +181,21 @@ def prepare(
                 schema=sql.Identifier(schema[0]),
                 ttl=sql.Literal(float(ttl_s)),
                 channel=sql.Literal(CHANNEL),
+                recorder=sql.Identifier(RECORDER),
             )
         )
         for role, password in roles.values():
             conn.execute(
-                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                    sql.Identifier(role), sql.Literal(password)
-                )
+                sql.SQL(
+                    "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS "
+                    "NOREPLICATION CONNECTION LIMIT {} PASSWORD {}"
+                ).format(sql.Identifier(role), sql.Literal(CONNECTION_LIMIT), sql.Literal(password))
             )
             conn.execute(
                 sql.SQL("GRANT SELECT, UPDATE ON leases TO {}").format(sql.Identifier(role))
             )
         if not secure:
-            return Access(dsn, roles)
+            return Access(dsn, roles, schema[0])
         conn.execute(
             sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                 sql.Identifier(user), sql.Literal(admin_password)
@@ -186,35 +206,4 @@ def prepare(
         Path(hba[0]).write_text(HBA)
         conn.execute("SELECT pg_reload_conf()")
     admin = f"postgresql://{user}:{admin_password}@{host}:{port}/{database}"
-    return Access(admin, roles)
-
-
-class Reader:
-    """The harness's reads of the audit: one connection for the whole run, reopened once if
-    it broke (no connection churn while the machine is loaded)."""
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def query(self, text: str) -> list[dict[str, Any]]:
-        """Rows of one query, as maps."""
-        for attempt in (1, 2):
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = psycopg.connect(
-                        self.dsn, autocommit=True, connect_timeout=HARNESS_CONNECT_TIMEOUT_S
-                    )
-                cur = self._conn.execute(text)
-                names = [c.name for c in cur.description or ()]
-                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-            except psycopg.OperationalError:
-                self.close()
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
+    return Access(admin, roles, schema[0])

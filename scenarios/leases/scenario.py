@@ -13,16 +13,17 @@ import secrets
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
-import psycopg
 import trio
 
 import chaos.scenario
 import scenarios.leases.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext
 from chaos.scenario import Scenario, Signal, TaskSpec
-from chaos.services import free_port
+from chaos.services import free_port, harness_dsn
+from ground.errors import Unreadable
 from invariants.history import HARNESS, NEMESIS
 from invariants.leases import EVIDENCE_KEY
 from scenarios.leases import auditor, database, store
@@ -55,6 +56,24 @@ def _get_json(url: str) -> Any:
     raise AssertionError("unreachable")
 
 
+def _epoch(text: str | None) -> float | str | None:
+    """A timestamp as the reader gives it (text, UTC) in seconds since the epoch; None for an
+    infinite one, the text itself for one Python cannot hold (diagnosis only)."""
+    if text is None or text.endswith("infinity"):
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return text
+
+
+def _number(text: str | None) -> int | str | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return text
+
+
 def _ops(ctx: RunContext, process: str, f: str, type_: str = "ok") -> list[dict[str, Any]]:
     return [
         e
@@ -76,7 +95,7 @@ class Leases(Scenario):
     id = "leases"
     description = "a singleton job under a Postgres lease, writing to a store that checks fencing"
     variants = chaos.scenario.variant_descriptions("scenarios.leases.variants")
-    invariants = ("fencing_tokens", "exclusive_leases", "job_recovered")
+    invariants = ("fencing_tokens", "exclusive_leases", "job_recovered", "lease_failover")
     consistency = ("fencing_tokens", "exclusive_leases")
     catches = {
         "no-fencing": "fencing_tokens",
@@ -181,9 +200,17 @@ class Leases(Scenario):
         audit = await ctx.start_service(
             AUDITOR,
             [ctx.python(), "-m", "scenarios.leases.auditor"],
-            env={"PG_DSN": access.admin_dsn, "ROLES": json.dumps(access.role_names())},
+            env={
+                "PG_DSN": harness_dsn(access.admin_dsn),
+                "ROLES": json.dumps(access.role_names()),
+                "SCHEMA": access.schema,
+            },
             ready_line=auditor.READY_LINE,
             wait=False,
+        )
+        # the harness reads the lease and its audit as its reader, never as the superuser
+        reader = await ctx.postgres_reader(
+            pg, tables=[(access.schema, "leases"), (access.schema, "lease_audit")]
         )
         await ctx.ready(store_service, audit)
         envs = {}
@@ -199,8 +226,6 @@ class Leases(Scenario):
                 "LEASE_TTL_S": str(TTL_S),
                 "VARIANT": ctx.variant,
             }
-        reader = database.Reader(access.admin_dsn)
-        ctx.stack.callback(reader.close)
         ctx.state.update(access=access, reader=reader, store=f"http://127.0.0.1:{store_port}")
         argv = [ctx.python(), "-m", "scenarios.leases.worker"]
         first, *others = WORKERS
@@ -247,14 +272,22 @@ class Leases(Scenario):
             return False  # the job has not run again since
         try:
             stats = await trio.to_thread.run_sync(_get_json, ctx.state["store"] + "/stats")
-            rows = await trio.to_thread.run_sync(
-                ctx.state["reader"].query, "SELECT count(*) AS n FROM lease_audit"
-            )
-        except psycopg.Error:
-            return False  # not known yet: ask again
+            rows = await self._rows(ctx, ["id"])
+        except Unreadable:
+            return False  # not known yet: ask again (final_state says why, if it lasts)
         decided = len(_ops(ctx, STORE, "write")) + len(_ops(ctx, STORE, "write", "fail"))
         facts = sum(len(_ops(ctx, AUDITOR, f)) for f in ("grant", "renew", "release"))
-        return bool(stats["decisions"] == decided and rows[0]["n"] == facts)
+        return bool(stats["decisions"] == decided and len(rows) == facts)
+
+    async def _rows(
+        self, ctx: RunContext, columns: list[str], table: str = "lease_audit"
+    ) -> list[dict[str, Any]]:
+        """The harness's reader's rows of ``table``, every value as text (``-infinity``)."""
+        reader, schema = ctx.state["reader"], ctx.state["access"].schema
+        rows = await trio.to_thread.run_sync(
+            functools.partial(reader.rows, schema, table, columns, text=True)
+        )
+        return rows or []
 
     def side_effects(self, name: str, final_state: Mapping[str, Any]) -> Counter[str]:
         """``job_write``: entries the store accepted, per writer."""
@@ -263,23 +296,31 @@ class Leases(Scenario):
         return Counter(str(e["writer"]) for e in final_state["store"]["entries"])
 
     async def final_state(self, ctx: RunContext) -> dict[str, Any]:
-        reader = ctx.state["reader"]
         entries = await trio.to_thread.run_sync(_get_json, ctx.state["store"] + "/log")
         state = await trio.to_thread.run_sync(_get_json, ctx.state["store"] + "/state")
         roles = ctx.state["access"].role_names()
-        audit = await trio.to_thread.run_sync(
-            reader.query,
-            "SELECT id, kind, token, actor, holder, extract(epoch FROM at)::float8 AS at,"
-            " extract(epoch FROM until)::float8 AS until, CASE WHEN isfinite(expires_at)"
-            " THEN extract(epoch FROM expires_at)::float8 END AS expires_at"
-            " FROM lease_audit ORDER BY id",
+        audit = await self._rows(
+            ctx, ["id", "kind", "token", "actor", "holder", "at", "until", "expires_at"]
         )
-        lease = await trio.to_thread.run_sync(
-            reader.query,
-            "SELECT name, holder, token, CASE WHEN isfinite(expires_at)"
-            " THEN extract(epoch FROM expires_at)::float8 END AS expires_at FROM leases",
-        )
+        lease = await self._rows(ctx, ["name", "holder", "token", "expires_at"], "leases")
+        for row in audit:
+            row.update(
+                {k: _number(row[k]) for k in ("id", "token")},
+                **{k: _epoch(row[k]) for k in ("at", "until", "expires_at")},
+            )
+        for row in lease:
+            row.update(token=_number(row["token"]), expires_at=_epoch(row["expires_at"]))
+        audit.sort(key=lambda r: r["id"])  # the harness's own table: ids are numbers
+        started = [
+            e["time_ns"]
+            for e in ctx.recorder.events
+            if e["process"] == HARNESS
+            and e["f"] == "workload"
+            and e["value"].get("phase") == "start"
+        ]
         return {
+            # run time (s): what lease_failover judges, from the workload's start to now
+            "window_s": [started[0] / 1e9 if started else None, ctx.recorder.now_ns() / 1e9],
             EVIDENCE_KEY: {"authority": AUDITOR, "resource": STORE, "tolerance_s": 0.0},
             "ttl_s": TTL_S,
             "workers": list(WORKERS),

@@ -13,7 +13,11 @@ evidence: its own output is not the store's.
     POST /write  Authorization: Bearer KEY, {"token": int or null, "seq": int}
                  -> 200 {"n": n}                 accepted, the n-th entry
                  -> 409 {"error": "fenced", ...} token below the highest accepted: rejected
-                 -> 400 / 401                    malformed / unknown key (no entry, no op)
+                 -> 400 / 401                    malformed (a token or seq outside 64-bit
+                                                 integers too) / unknown key (no entry, no op)
+                 -> 413                          a body over MAX_BODY (never read)
+                 -> 429                          over WRITES_PER_S writes a second, sustained,
+                                                 from one key (no entry, no op)
     GET  /log    -> 200 [entry, ...]            every accepted entry, in order
     GET  /stats  -> 200 {"decisions": n}        writes decided (accepted + rejected)
 
@@ -31,11 +35,20 @@ import os
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from ground.jsonhttp import JsonHandler, serve
 
 #: The process of the store's operations in the history is the service's name ("store").
 READY_LINE = "store listening"
+#: The largest request body the store reads (a write is a few dozen bytes).
+MAX_BODY = 64 * 1024
+#: Writes a second one key may sustain (a burst of WRITE_BURST): the job writes about five;
+#: a worker that writes without pause would make the history (every decision is an op pair)
+#: as long as its CPU allows, in the harness's memory.
+WRITES_PER_S, WRITE_BURST = 20.0, 50.0
+#: A token or seq is a PostgreSQL bigint (the lease's token is one): nothing past it.
+INT64 = 2**63
 
 
 def op(type_: str, f: str, value: Any, error: str | None = None) -> None:
@@ -56,9 +69,22 @@ class Store:
         self.entries: list[dict[str, Any]] = []
         self.highest: int | None = None
         self.decisions = 0
+        self._buckets: dict[str, tuple[float, float]] = {}
 
     def writer(self, key: str) -> str | None:
         return self._keys.get(key)
+
+    def allow(self, writer: str) -> bool:
+        """Whether ``writer`` may write now (a token bucket per key)."""
+        now = time.monotonic()
+        with self._lock:
+            level, since = self._buckets.get(writer, (WRITE_BURST, now))
+            level = min(WRITE_BURST, level + (now - since) * WRITES_PER_S)
+            if level < 1.0:
+                self._buckets[writer] = (level, now)
+                return False
+            self._buckets[writer] = (level - 1.0, now)
+            return True
 
     def write(self, writer: str, token: int | None, seq: int) -> tuple[int, dict[str, Any]]:
         """Decide one write: (HTTP status, body). Prints the decision as an op pair."""
@@ -87,57 +113,52 @@ class Store:
             return {"last": self.entries[-1] if self.entries else None, "highest": self.highest}
 
 
+def _int64(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -INT64 <= value < INT64
+
+
 def _int_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+    return value is None or _int64(value)
 
 
-def make_handler(store: Store) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _reply(self, status: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+def make_handler(store: Store) -> type[JsonHandler]:
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             if self.path == "/state":
-                self._reply(200, store.state())
+                self.reply(200, store.state())
             elif self.path == "/log":
                 with store._lock:
-                    self._reply(200, list(store.entries))
+                    self.reply(200, list(store.entries))
             elif self.path == "/stats":
-                self._reply(200, {"decisions": store.decisions})
+                self.reply(200, {"decisions": store.decisions})
             else:
-                self._reply(404, {"error": "not found"})
+                self.not_found()
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
+            raw = self.read_body(MAX_BODY)  # a worker is the client: never read it unbounded
+            if raw is None:
+                return
             if self.path != "/write":
-                self._reply(404, {"error": "not found"})
+                self.not_found()
                 return
             auth = self.headers.get("Authorization") or ""
             writer = store.writer(auth.removeprefix("Bearer ").strip())
             if writer is None:
-                self._reply(401, {"error": "unknown writer key"})
+                self.reply(401, {"error": "unknown writer key"})
                 return
             try:
                 body = json.loads(raw)
                 token, seq = body.get("token"), body["seq"]
             except (ValueError, KeyError, TypeError, AttributeError):
-                self._reply(400, {"error": 'body must be {"token": int or null, "seq": int}'})
+                self.reply(400, {"error": 'body must be {"token": int or null, "seq": int}'})
                 return
-            if not _int_or_none(token) or not isinstance(seq, int) or isinstance(seq, bool):
-                self._reply(400, {"error": "token must be an integer or null, seq an integer"})
+            if not _int_or_none(token) or not _int64(seq):
+                self.reply(400, {"error": "token must be an integer or null, seq an integer"})
                 return
-            self._reply(*store.write(writer, token, seq))
+            if not store.allow(writer):
+                self.reply(429, {"error": f"over {WRITES_PER_S:g} writes a second"})
+                return
+            self.reply(*store.write(writer, token, seq))
 
     return Handler
 
@@ -145,10 +166,7 @@ def make_handler(store: Store) -> type[BaseHTTPRequestHandler]:
 def main() -> None:
     port = int(sys.argv[1])
     store = Store(json.loads(os.environ["STORE_KEYS"]))
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(store))
-    server.daemon_threads = True
-    print(f"{READY_LINE} on {port}", flush=True)
-    server.serve_forever()
+    serve(make_handler(store), port, lambda port: print(f"{READY_LINE} on {port}", flush=True))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from scenarios.leases.lease import RENEW, GoldenLease, wall_clock_now
 
 

@@ -14,11 +14,14 @@ STREAM = os.environ.get("ORDERS_STREAM", "ORDERS")
 SUBJECT = os.environ.get("ORDERS_SUBJECT", "orders.new")
 
 
-async def connect(url: str) -> tuple[Any, Any]:
+async def connect(url: str, inbox_prefix: str = "_INBOX") -> tuple[Any, Any]:
     """Connect with a short ping interval (a blackholed link is noticed in ~2 s, not the
-    default 120 s) and endless reconnects; make sure the stream exists. (client, jetstream)."""
+    default 120 s) and endless reconnects; make sure the stream exists (the harness made it:
+    adding it again with the same configuration is a no-op). ``inbox_prefix``: where replies
+    come (the producer's is its own). (client, jetstream)."""
     nc = await nats.connect(
         url,
+        inbox_prefix=inbox_prefix,
         ping_interval=1,
         max_outstanding_pings=2,
         reconnect_time_wait=0.1,

@@ -39,7 +39,7 @@ async def publish(js: Any, order: dict[str, object]) -> bool:
 
 async def main(orders: list[dict[str, object]]) -> None:
     interval = float(os.environ.get("PUBLISH_INTERVAL_S", "0.05"))
-    nc, js = await connect(os.environ["NATS_URL"])
+    nc, js = await connect(os.environ["NATS_URL"], os.environ.get("NATS_INBOX_PREFIX", "_INBOX"))
     for order in orders:
         await publish(js, order)
         await asyncio.sleep(interval)

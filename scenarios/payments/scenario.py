@@ -23,15 +23,32 @@ import psycopg
 import trio
 
 import scenarios.payments.checkers  # noqa: F401  (registers the pack's checkers)
-from chaos.context import RunContext, Subject
+from chaos.context import RunContext
+from chaos.nemesis import Subject
 from chaos.scenario import Budgets, Scenario, Signal, TaskSpec, variant_descriptions
-from chaos.services import PostgresRole, PostgresService, create_role, drop_role
+from chaos.services import (
+    NatsService,
+    NatsUser,
+    PostgresRole,
+    PostgresService,
+    create_role,
+    drop_role,
+    harness_dsn,
+    jetstream_consumer,
+    jetstream_publisher,
+)
+from chaos.workload import PlannedWork
+from ground.errors import Unreadable
 from invariants.history import HARNESS
 
 HERE = Path(__file__).resolve().parent
 ORDERS = 30
 ACCOUNTS = 5
 ACK_WAIT_S = 2.0
+#: The consumer's durable (TASK.md), and the producer's private inbox prefix (no other user
+#: may read or answer what the stream confirms to it).
+DURABLE = "charger"
+PRODUCER_INBOX = "_INBOX_PRODUCER"
 #: A nemesis event of a fault being applied (the value as JSON with sorted keys).
 _APPLIED = r'"phase":\s*"apply"'
 
@@ -50,8 +67,25 @@ def _with_schema(dsn: str, schema: str) -> str:
 
 
 def _execute(dsn: str, sql: str) -> None:
-    with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
+    """One statement as the superuser, guarded (the consumer may have objects by now)."""
+    with psycopg.connect(harness_dsn(dsn), connect_timeout=3, autocommit=True) as conn:
         conn.execute(sql)  # type: ignore[arg-type]
+
+
+def _create_stream(url: str, stream: str, subject: str) -> None:
+    """As the harness, before any program runs: the stream, as the spec configures it (its
+    programs' own ``add_stream`` of it is then a no-op; neither may change it)."""
+
+    async def create() -> None:
+        nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+        try:
+            await nc.jetstream(timeout=5).add_stream(
+                name=stream, subjects=[subject], duplicate_window=120
+            )
+        finally:
+            await nc.close()
+
+    asyncio.run(create())
 
 
 def _delete_stream(url: str, stream: str) -> None:
@@ -65,13 +99,6 @@ def _delete_stream(url: str, stream: str) -> None:
             await nc.close()
 
     asyncio.run(delete())
-
-
-def _query(dsn: str, sql: str) -> list[dict[str, Any]]:
-    with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
-        cur = conn.execute(sql)
-        names = [c.name for c in cur.description or ()]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 class Payments(Scenario):
@@ -168,7 +195,7 @@ class Payments(Scenario):
         "nats",
         "nats.errors",
         "nats.js.api",
-        "chaos.errors",
+        "ground.errors",
     )
     task = TaskSpec(
         service="consumer",
@@ -214,6 +241,7 @@ class Payments(Scenario):
         gateway_port = int(port_file.read_text(encoding="utf-8"))
         names = await self._isolate(ctx, pg.dsn, nats.url)
         role = await self._role(ctx, pg)
+        users = await self._broker(ctx, nats)
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
         pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
         gateway_for_consumer = ctx.add_link("consumer-gateway", f"127.0.0.1:{gateway_port}")
@@ -222,7 +250,7 @@ class Payments(Scenario):
             pg=pg,
             nats=nats,
             gateway=f"http://127.0.0.1:{gateway_port}",
-            producer_nats=f"nats://{nats_for_producer}",
+            producer_nats=users["producer"].url(nats_for_producer),
             orders=self.orders(ctx),
             names=names,
         )
@@ -232,7 +260,7 @@ class Payments(Scenario):
             env={
                 **names,
                 "VARIANT": ctx.variant,
-                "NATS_URL": f"nats://{nats_for_consumer}",
+                "NATS_URL": users["consumer"].url(nats_for_consumer),
                 "PG_DSN": role.dsn(pg_for_consumer, pg.database, schema=ctx.state["schema"]),
                 "GATEWAY_URL": f"http://{gateway_for_consumer}",
                 "ACK_WAIT_S": str(ACK_WAIT_S),
@@ -245,7 +273,8 @@ class Payments(Scenario):
     async def _role(self, ctx: RunContext, pg: PostgresService) -> PostgresRole:
         """The consumer's own role: it may connect and create (and so own) tables in the
         run's schema, nothing else; the harness keeps the superuser (README, "The
-        database")."""
+        database"), and reads the consumer's tables as its reader (``ctx.state["reader"]``),
+        which never runs anything of the consumer's."""
         schema = ctx.state["schema"]
         name = "payments_consumer" if schema == "public" else f"{schema}_consumer"
         role = await trio.to_thread.run_sync(
@@ -258,7 +287,26 @@ class Payments(Scenario):
                     await trio.to_thread.run_sync(drop_role, pg, name)
 
             ctx.stack.push_async_callback(drop)
+        ctx.state["reader"] = await ctx.postgres_reader(pg, writers={schema: [name]})
         return role
+
+    async def _broker(self, ctx: RunContext, nats: NatsService) -> dict[str, NatsUser]:
+        """The stream, made by the harness, and a NATS user each for the consumer and the
+        producer with only what the spec gives them (README, "The broker"): the consumer
+        consumes and acks through its durable, the producer publishes and reads its
+        confirmations on an inbox no one else can read or answer."""
+        subject = ctx.subject("orders")
+        await trio.to_thread.run_sync(
+            _create_stream, nats.url, subject.stream, subject.nats_subject
+        )
+        return await nats.add_users(
+            {
+                "consumer": jetstream_consumer(subject.stream, DURABLE),
+                "producer": jetstream_publisher(
+                    subject.stream, subject.nats_subject, PRODUCER_INBOX
+                ),
+            }
+        )
 
     async def _isolate(self, ctx: RunContext, dsn: str, nats_url: str) -> dict[str, str]:
         """On shared (external) services, give this run a schema and a stream of its own,
@@ -291,9 +339,15 @@ class Payments(Scenario):
             env={
                 **ctx.state["names"],
                 "NATS_URL": ctx.state["producer_nats"],
+                "NATS_INBOX_PREFIX": PRODUCER_INBOX,
                 "ORDERS_FILE": str(orders_file),
             },
         )
+
+    def planned_work(self, ctx: RunContext) -> list[PlannedWork]:
+        """The producer publishes every order (``chaos.workload``)."""
+        keys = tuple(str(o["order_id"]) for o in ctx.state["orders"])
+        return [PlannedWork("producer", "publish", keys, unit="order")]
 
     def published(self, ctx: RunContext) -> list[str]:
         seen: dict[str, None] = {}
@@ -302,18 +356,19 @@ class Payments(Scenario):
                 seen[str(e["value"])] = None
         return list(seen)
 
-    def _dsn(self, ctx: RunContext) -> str:
-        """The direct (unproxied) DSN of the run's tables, for the harness's own reads."""
-        return _with_schema(ctx.state["pg"].dsn, ctx.state["schema"])
+    async def _rows(self, ctx: RunContext, table: str, columns: list[str]) -> list[dict[str, Any]]:
+        """The consumer's table as the harness's reader sees it: plain data or ``Unreadable``
+        (a table it never made reads as empty)."""
+        reader = ctx.state["reader"]
+        rows = await trio.to_thread.run_sync(reader.rows, ctx.state["schema"], table, columns)
+        return rows or []
 
     async def settled(self, ctx: RunContext) -> bool:
         published = set(self.published(ctx))
         try:
-            rows = await trio.to_thread.run_sync(
-                _query, self._dsn(ctx), "SELECT DISTINCT order_id FROM charges"
-            )
-        except psycopg.errors.UndefinedTable:
-            return False
+            rows = await self._rows(ctx, "charges", ["order_id"])
+        except Unreadable:
+            return False  # final_state says why (a lock may also just be taking its time)
         if not published <= {r["order_id"] for r in rows}:
             return False
         nats = ctx.state["nats"]
@@ -339,17 +394,12 @@ class Payments(Scenario):
         return Counter(str(c["order_id"]) for c in final_state["gateway_charges"])
 
     async def final_state(self, ctx: RunContext) -> dict[str, Any]:
-        dsn = self._dsn(ctx)
-
-        async def query(sql: str) -> list[dict[str, Any]]:
-            try:
-                return await trio.to_thread.run_sync(_query, dsn, sql)
-            except psycopg.errors.UndefinedTable:
-                return []
-
-        charges = await query("SELECT order_id, amount_cents FROM charges ORDER BY order_id")
-        ledger = await query("SELECT order_id, account, amount_cents FROM ledger ORDER BY id")
-        balances = await query("SELECT account, balance_cents FROM balances ORDER BY account")
+        charges = await self._rows(ctx, "charges", ["order_id", "amount_cents"])
+        ledger = await self._rows(ctx, "ledger", ["id", "order_id", "account", "amount_cents"])
+        balances = await self._rows(ctx, "balances", ["account", "balance_cents"])
+        charges.sort(key=lambda r: str(r["order_id"]))
+        ledger.sort(key=lambda r: str(r["id"]).rjust(20))
+        balances.sort(key=lambda r: str(r["account"]))
         gateway = await trio.to_thread.run_sync(_get_json, ctx.state["gateway"] + "/charges")
         return {
             "published": self.published(ctx),

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from scenarios.payments.charger import SCHEMA, GoldenCharger
 
 

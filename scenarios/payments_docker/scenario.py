@@ -26,8 +26,9 @@ _APP_FILES = ("__init__.py", "_broker.py", "_oplog.py", "charger.py", "consumer.
 def app_image() -> Image:
     """This Python, nats-py and psycopg, and the payments services' code under /app."""
     app = {
-        "chaos/__init__.py": ROOT / "chaos" / "__init__.py",
-        "chaos/errors.py": ROOT / "chaos" / "errors.py",
+        "ground/__init__.py": ROOT / "ground" / "__init__.py",
+        "ground/errors.py": ROOT / "ground" / "errors.py",
+        "ground/jsonhttp.py": ROOT / "ground" / "jsonhttp.py",
         "scenarios/__init__.py": ROOT / "scenarios" / "__init__.py",
     }
     app.update({f"scenarios/payments/{name}": PAYMENTS / name for name in _APP_FILES})
@@ -44,9 +45,7 @@ class PaymentsDocker(Payments):
     # The variants whose fault spaces faults.toml holds (payments' others are not ported).
     variants = {v: d for v, d in Payments.variants.items() if v in ("golden", "no-idempotency")}
     catches = {"no-idempotency": "exactly_once"}
-    signals: dict[str, tuple[Signal, ...]] = {
-        "no-idempotency": Payments.signals["no-idempotency"]
-    }
+    signals: dict[str, tuple[Signal, ...]] = {"no-idempotency": Payments.signals["no-idempotency"]}
     task = None
 
     def content_hash(self) -> str:
@@ -75,6 +74,7 @@ class PaymentsDocker(Payments):
         nats = await ctx.nats()
         names = await self._isolate(ctx, pg.dsn, nats.url)
         role = await self._role(ctx, pg)
+        users = await self._broker(ctx, nats)
         gateway_inside = f"127.0.0.1:{GATEWAY_PORT}"
         nats_for_consumer = ctx.add_link("consumer-nats", f"{nats.host}:{nats.port}")
         pg_for_consumer = ctx.add_link("consumer-postgres", f"{pg.host}:{pg.port}")
@@ -88,7 +88,7 @@ class PaymentsDocker(Payments):
             pg=pg,
             nats=nats,
             gateway=f"http://{gateway_for_harness}",
-            producer_nats=f"nats://{nats_for_producer}",
+            producer_nats=users["producer"].url(nats_for_producer),
             orders=self.orders(ctx),
             names=names,
         )
@@ -99,7 +99,7 @@ class PaymentsDocker(Payments):
             env={
                 **names,
                 "VARIANT": ctx.variant,
-                "NATS_URL": f"nats://{nats_for_consumer}",
+                "NATS_URL": users["consumer"].url(nats_for_consumer),
                 # its own role, as in payments (the harness keeps the superuser)
                 "PG_DSN": role.dsn(pg_for_consumer, pg.database, schema=ctx.state["schema"]),
                 "GATEWAY_URL": f"http://{gateway_for_consumer}",

@@ -3,7 +3,8 @@
 It runs inside the harness (never in the service under test), so what it records is
 evidence a candidate cannot forge: one history operation per logical request (``invoke``,
 then ``ok``, ``fail`` or ``info``), whatever retries it took. A request is retried (same
-idempotency key) after a connection error, a timeout or a 5xx; a 4xx is final (``fail``);
+idempotency key) after a connection error, a timeout or a 5xx other than 501; a 4xx and 501
+Not Implemented are final (``fail``);
 a 2xx whose body breaks the contract in TASK.md is ``info`` (not evidence of anything).
 """
 
@@ -19,6 +20,9 @@ from chaos.recorder import Recorder
 
 #: Per attempt: how long a request may take; the waits between attempts.
 ATTEMPT_TIMEOUT_S = 15.0
+#: The most the client reads of one response (the workload's lists are a few KiB): a
+#: service that answers without end is cut off, never buffered in the harness.
+MAX_RESPONSE_BYTES = 1024 * 1024
 BACKOFF_S = (0.5, 1.0, 2.0, 2.0)
 
 
@@ -51,7 +55,8 @@ async def http(
 ) -> tuple[int, bytes]:
     """One HTTP/1.1 request on its own connection (``Connection: close``): status, body.
     Raises OSError / trio.BrokenResourceError on a broken connection, trio.TooSlowError
-    after ``timeout_s``, ValueError on a response that is not HTTP."""
+    after ``timeout_s``, ValueError on a response that is not HTTP or is longer than
+    ``MAX_RESPONSE_BYTES``."""
     host, _, port = address.rpartition(":")
     lines = [f"{method} {path} HTTP/1.1", f"Host: {address}", "Connection: close"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
@@ -64,6 +69,8 @@ async def http(
             data = bytearray()
             while chunk := await stream.receive_some(65536):
                 data += chunk
+                if len(data) > MAX_RESPONSE_BYTES:
+                    raise ValueError(f"a response over {MAX_RESPONSE_BYTES} bytes")
     head, sep, rest = bytes(data).partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split(b" ")
     if not sep or len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1."):
@@ -154,7 +161,7 @@ class Client:
                     }
                     self.recorder.record(self.process, "ok", step.f, value)
                     return value
-                if 400 <= status < 500:
+                if 400 <= status < 500 or status == 501:  # 501: never there, retried or not
                     text = payload[:200].decode(errors="replace")
                     outcome, error = "fail", f"HTTP {status}: {text}"
                     break

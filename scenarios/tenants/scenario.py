@@ -19,7 +19,8 @@ from psycopg.conninfo import make_conninfo
 import scenarios.tenants.checkers  # noqa: F401  (registers the pack's checkers)
 from chaos.context import RunContext
 from chaos.scenario import Scenario, Signal, TaskSpec, variant_descriptions
-from chaos.services import free_port
+from chaos.services import PostgresReader, free_port, harness_dsn
+from chaos.workload import PlannedWork
 from invariants.history import HARNESS
 from scenarios.tenants._client import Client, Step
 
@@ -72,7 +73,7 @@ def _provision(dsn: str, names: Mapping[str, str], shared: bool) -> None:
 
 
 def _drop(dsn: str, names: Mapping[str, str]) -> None:
-    with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+    with psycopg.connect(harness_dsn(dsn), connect_timeout=5, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(names["db"]))
         )
@@ -80,37 +81,33 @@ def _drop(dsn: str, names: Mapping[str, str]) -> None:
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(names[role])))
 
 
-def _read(dsn: str) -> dict[str, Any]:
-    """The harness's privileged read (the superuser: row-level security does not apply)."""
-    with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
-        conn.execute("SET search_path = pg_catalog")
+def _create_key(value: Any) -> str:
+    """A create operation's key in the plan: ``tenant/idempotency key``."""
+    return f"{value['tenant']}/{value['key']}"
+
+
+def _catalog(dsn: str) -> dict[str, Any]:
+    """What schema ``app`` holds, for diagnosis (no checker reads it): the system catalogs
+    only, read as the superuser with the guard's search path (``harness_dsn``)."""
+    with psycopg.connect(harness_dsn(dsn), connect_timeout=5, autocommit=True) as conn:
         kind = conn.execute(
             "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = 'app' AND c.relname = 'items'"
         ).fetchone()
-        rows: list[dict[str, str]] = []
         table = "missing" if kind is None else "table" if kind[0] == "r" else "not a table"
-        if table == "table":
-            try:
-                for row_id, tenant, body in conn.execute(
-                    "SELECT id::text, tenant_id::text, body::text FROM app.items ORDER BY id"
-                ):
-                    rows.append({"id": row_id, "tenant": tenant, "body": body})
-            except psycopg.Error as exc:  # a service's schema off the contract: no rows
-                table = f"unreadable: {' '.join(str(exc).split())[:200]}"
-        tables: dict[str, Any] = {}  # the catalog, for diagnosis (no checker reads it)
+        tables: dict[str, Any] = {}
         for name, rls, force in conn.execute(
             "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = 'app' AND c.relkind IN ('r', 'p') ORDER BY c.relname"
         ):
             tables[name] = {"force": force, "policies": [], "rls": rls}
-        for table, policy in conn.execute(
+        for table_name, policy in conn.execute(
             "SELECT tablename, policyname FROM pg_policies WHERE schemaname = 'app'"
             " ORDER BY tablename, policyname"
         ):
-            tables.setdefault(table, {"force": None, "policies": [], "rls": None})
-            tables[table]["policies"].append(policy)
+            tables.setdefault(table_name, {"force": None, "policies": [], "rls": None})
+            tables[table_name]["policies"].append(policy)
         functions = {
             name: {"security_definer": definer}
             for name, definer in conn.execute(
@@ -119,14 +116,21 @@ def _read(dsn: str) -> dict[str, Any]:
                 " ORDER BY p.proname"
             )
         }
-    return {
-        "items": rows,
-        "schema": {
-            "items_table": table,
-            "tables": tables,
-            "functions": functions,
-        },
-    }
+    return {"items_table": table, "tables": tables, "functions": functions}
+
+
+def _items(reader: PostgresReader) -> list[dict[str, str | None]]:
+    """Every row of ``app.items``, as the harness's reader reads it (row-level security
+    bypassed, nothing of the service's run; ``Unreadable`` for anything but plain data)."""
+    rows = reader.rows("app", "items", ["id", "tenant_id", "body"]) or []
+
+    def text(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    found = [
+        {"id": text(r["id"]), "tenant": text(r["tenant_id"]), "body": text(r["body"])} for r in rows
+    ]
+    return sorted(found, key=lambda r: str(r["id"]))
 
 
 class Tenants(Scenario):
@@ -243,10 +247,15 @@ class Tenants(Scenario):
                     await trio.to_thread.run_sync(_drop, pg.dsn, names)
 
             ctx.stack.push_async_callback(drop)
+        # what the service's roles create in app, the harness reads as its reader
+        reader = await ctx.postgres_reader(
+            pg, database=names["db"], writers={"app": [names["owner"], names["app"]]}
+        )
         db_link = ctx.add_link("api-postgres", f"{pg.host}:{pg.port}")
         port = free_port()
         ctx.state.update(
             names=names,
+            reader=reader,
             admin_dsn=make_conninfo(pg.dsn, dbname=names["db"]),
             client_api=ctx.add_link("client-api", f"127.0.0.1:{port}"),
         )
@@ -273,6 +282,11 @@ class Tenants(Scenario):
             await client.perform(step)
             await trio.sleep(PACE_S)
 
+    def planned_work(self, ctx: RunContext) -> list[PlannedWork]:
+        """Every create of the plan is acknowledged (``chaos.workload``)."""
+        keys = tuple(f"{s.tenant}/{s.key}" for s in plan(ctx.rng("notes")) if s.f == "create")
+        return [PlannedWork("client", "create", keys, key=_create_key, unit="create")]
+
     def acknowledged(self, ctx: RunContext) -> dict[str, set[str]]:
         """Tenant -> the notes the API acknowledged to the workload."""
         out: dict[str, set[str]] = {t: set() for t in TENANTS}
@@ -296,16 +310,17 @@ class Tenants(Scenario):
         return recovered
 
     async def final_state(self, ctx: RunContext) -> dict[str, Any]:
-        read = await trio.to_thread.run_sync(_read, ctx.state["admin_dsn"])
-        # The catalog, one short line each in the trace (what the diagnosis paths read).
-        schema = read["schema"]
+        schema = await trio.to_thread.run_sync(_catalog, ctx.state["admin_dsn"])
+        # The catalog, one short line each in the trace (what the diagnosis paths read),
+        # recorded before the items are read: a refused read still leaves them.
         for name, table in schema["tables"].items():
             ctx.recorder.record(HARNESS, "info", "table", {"table": f"app.{name}", **table})
         for name, function in schema["functions"].items():
             ctx.recorder.record(
                 HARNESS, "info", "function", {"function": f"app.{name}", **function}
             )
-        return {"tenants": list(TENANTS), **read}
+        items = await trio.to_thread.run_sync(_items, ctx.state["reader"])
+        return {"tenants": list(TENANTS), "items": items, "schema": schema}
 
 
 SCENARIO = Tenants()

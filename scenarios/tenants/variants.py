@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from psycopg import sql
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from scenarios.tenants.api import MIGRATION, Session, TenantsApi
 
 _POLICY_START, _POLICY_END = "-- requests policy\n", "-- end requests policy\n"

@@ -15,7 +15,7 @@ from chaos.services.images import docker_client
 
 pytestmark = pytest.mark.docker
 
-PACK = '''
+PACK = """
 from chaos.context import RunContext
 from chaos.scenario import Scenario
 from invariants import History, Verdict, register
@@ -48,7 +48,7 @@ class Boxes(Scenario):
 
 
 SCENARIO = Boxes()
-'''
+"""
 
 FAULTS = """
 [golden]
@@ -129,7 +129,9 @@ def test_a_container_that_exits_before_its_ready_line_is_exit_3_and_leaves_nothi
     assert done.returncode == 3, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert f"container app ({payments_image}) exited with code 3 before it was ready" in line
-    assert line.endswith("boom")
+    # the cause first (its last line), then where to read the rest (issue 22)
+    assert "before it was ready: boom;" in line
+    assert "(`chaos show " in line
     assert left_by(tmp_path) == []
 
 

@@ -7,7 +7,6 @@ from typing import Any
 import msgpack
 import pytest
 
-from chaos.errors import ConfigError
 from faults.kinds import INSTANTANEOUS, LAYER, TARGET_KIND, FaultKind, FaultLayer, TargetKind
 from faults.model import (
     AtTime,
@@ -21,6 +20,7 @@ from faults.model import (
     Target,
 )
 from faults.params import PARAMS, ClockSkewParams, param_shapes
+from ground.errors import ConfigError
 
 
 def event(**changes: Any) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from chaos.errors import ConfigError
 from faults.kinds import FaultKind
 from faults.ranges import Choices, FloatRange, IntRange
 from faults.space import FaultSpace
 from faults.trigger_ranges import AtTimeRange, OnConnectionRange
+from ground.errors import ConfigError
 from tests.faults.space_samples import PAYMENTS_SPACE
 
 TOML_SPACE = """

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaos.errors import ConfigError
-from chaos.rng import SEED_MAX
 from faults.model import FaultSchedule
 from faults.schedule import RngDraw, generate
 from faults.space import FaultSpace
+from ground.errors import ConfigError
+from ground.rng import SEED_MAX
 from tests.faults.space_samples import PAYMENTS_SPACE, check_inside, space_dicts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def test_adding_events_keeps_the_earlier_ones() -> None:
 
 
 def test_rng_draw_index_follows_weights() -> None:
-    from chaos.rng import derive_rng
+    from ground.rng import derive_rng
 
     draw = RngDraw(derive_rng(1, "test"))
     picks = [draw.index([0.0001, 1.0, 0.0001]) for _ in range(200)]

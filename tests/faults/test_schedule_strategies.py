@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from chaos.errors import ConfigError
 from faults.model import FaultSchedule, LatencyParams, OnConnection
 from faults.space import FaultSpace
 from faults.strategies import events, schedules
+from ground.errors import ConfigError
 from tests.faults.space_samples import PAYMENTS_SPACE, check_inside, fits, space_dicts
 
 SPACE = FaultSpace.from_dict(PAYMENTS_SPACE)

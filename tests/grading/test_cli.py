@@ -66,6 +66,7 @@ def bad_input_cases(tmp: Path, starter: Path, key: Path, pack: Path) -> list[tup
         (["grade", "payments", "--impl", s, "--heldout", "3"], "needs a held-out key"),
         (["grade", "payments", "--impl", s, "--junit", str(tmp)], "is a folder"),
         (["grade", "payments", "--impl", s, "--junit", str(tmp / "no/dir/j.xml")], "no folder"),
+        (["grade", "payments", "--impl", s, "--junit", "/dev/null"], "is a character device"),
         (["grade", "payments", "--impl", s, "--limit", "cpu=1"], "bad --limit"),
         (["grade", "payments", "--impl", s, "--jobs", "0"], "--jobs"),
         (["grade", "payments", "--impl", s, "--isolation", "vm"], "--isolation"),

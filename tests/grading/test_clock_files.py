@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import ConfigError
+from chaos.sandbox import _python
 from chaos.sandbox.candidate import Program
 from chaos.sandbox.process import ISOLATIONS, ProcessSandbox, _closed_to_others
 from chaos.scenario import Scenario
 from chaos.services import open_run_dir, registry
 from faults.schedule import generate
+from ground.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_PROCESS = re.compile(r"^(faketime_shm_|sem\.faketime_sem_)\d+$")
@@ -108,8 +109,40 @@ def test_a_group_pair_belongs_to_its_owner_is_registered_and_goes_with_the_block
             sem = sem.with_name(f"sem.{sem.name}")
             for path in (sem, shm):
                 assert (path.stat().st_uid, path.stat().st_gid) == owner
-                assert path.name.startswith((f"faketime_shm_chaos-{run.run_id}-candidate-",
-                                             f"sem.faketime_sem_chaos-{run.run_id}-candidate-"))
+                assert path.name.startswith(
+                    (
+                        f"faketime_shm_chaos-{run.run_id}-candidate-",
+                        f"sem.faketime_sem_chaos-{run.run_id}-candidate-",
+                    )
+                )
                 assert path in run.files  # a killed harness leaves it to the next collection
         assert not sem.exists()
         assert not shm.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="--isolation uid needs root (CI has it)")
+def test_uid_isolation_refuses_a_base_interpreter_closed_to_others_not_a_closed_environment(
+    golden: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the candidate runs the base interpreter and copies of the libraries: where the
+    # harness's environment lives does not matter, where the base interpreter lives does
+    root = Path(tempfile.mkdtemp(prefix="chaos-test-closed-", dir="/dev/shm"))
+    try:
+        root.chmod(0o755)
+        for name, mode in (("open", 0o755), ("closed", 0o700)):
+            python = root / name / "bin" / "python3"
+            python.parent.mkdir(parents=True)
+            python.write_text("")
+            python.chmod(0o755)
+            (root / name / "lib").mkdir()
+            (root / name).chmod(mode)
+        program = Program.from_path(golden)
+        monkeypatch.setattr(_python, "stdlib", lambda: root / "open" / "lib")
+        monkeypatch.setattr(_python, "interpreter", lambda: root / "open" / "bin" / "python3")
+        monkeypatch.setattr(sys, "executable", str(root / "closed" / "bin" / "python3"))
+        ProcessSandbox("uid").check(program)
+        monkeypatch.setattr(_python, "interpreter", lambda: root / "closed" / "bin" / "python3")
+        with pytest.raises(ConfigError, match=r"cannot reach Python .* is closed to other users"):
+            ProcessSandbox("uid").check(program)
+    finally:
+        shutil.rmtree(root)

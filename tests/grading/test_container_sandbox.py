@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from chaos.errors import ConfigError
 from chaos.grading import Grade, GradeOptions, choose_seeds, read_key, run_grade
 from chaos.sandbox.candidate import Limits, Program
 from chaos.sandbox.container import candidate_image
 from chaos.sandbox.graded import make_sandbox
 from chaos.scenario import Scenario
 from chaos.services.images import docker_client
+from ground.errors import ConfigError
 from replay.trace import read_trace
 from tests.containers.conftest import require_docker
 

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chaos.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
 from chaos.grading import (
     MAX_HELDOUT,
     GradeOptions,
@@ -24,10 +23,12 @@ from chaos.grading import (
     read_key,
     reward_of,
     run_grade,
+    summarize,
 )
-from chaos.rng import SEED_MAX
 from chaos.sandbox.candidate import Limits, Program
 from chaos.scenario import Scenario
+from ground.errors import EXIT_HARNESS, EXIT_HELD, EXIT_VIOLATED, ConfigError
+from ground.rng import SEED_MAX
 
 INVARIANTS = ("exactly_once", "no_lost_messages", "consistent_final_state")
 KEY = b"0123456789abcdef-a-test-key"
@@ -119,9 +120,13 @@ async def test_a_seed_holds_only_when_every_invariant_held_and_nothing_was_conta
     assert grade.seed_set == "explicit"
 
 
-async def test_a_harness_error_is_retried_once_then_exits_3_without_counting_as_graded(
+async def test_a_harness_error_is_retried_once_then_counts_0_and_exits_3_if_nothing_started(
     payments: Scenario, program: Program, tmp_path: Path
 ) -> None:
+    """Every seed asked for is graded: one that fails to run twice counts 0 (it was in the
+    reward's denominator before this change left it out, and a candidate could turn a
+    failure into an error to raise its reward). A worker that never said its candidate
+    started means a broken machine: exit 3."""
     sha = program.sha256
     script = {
         1: [RunOutcome(1, EXIT_HARNESS, error="postgres did not start")] * 2,
@@ -131,8 +136,46 @@ async def test_a_harness_error_is_retried_once_then_exits_3_without_counting_as_
     assert [[s.seed for s in call] for call in fake.calls] == [[1, 2], [1, 2]]
     assert [s.outcome for s in grade.seeds] == ["error", "held"]
     assert grade.seeds[0].error == "postgres did not start"
-    assert (grade.graded, grade.errors, grade.primary) == (1, 1, 1.0)
+    assert (grade.graded, grade.errors, grade.harness_errors) == (2, 1, 1)
+    assert (grade.primary, grade.reward) == (0.5, 0.5)
+    assert grade.invariants["exactly_once"] == 0.5
     assert grade.exit_code == EXIT_HARNESS
+
+
+def error_json(seed: int, sha: str, started: bool) -> dict[str, Any]:
+    """What a graded worker prints when its run failed (exit 3)."""
+    return {
+        "seed": seed,
+        "held": False,
+        "verdicts": [],
+        "error": "the reader lost its connection",
+        "candidate_started": started,
+        "candidate": {"sha256": sha, "contained": [], "exits": [], "measures": {}},
+    }
+
+
+async def test_an_error_after_the_candidate_started_counts_0_without_calling_the_machine_broken(
+    payments: Scenario, program: Program, tmp_path: Path
+) -> None:
+    sha = program.sha256
+    script = {
+        1: [RunOutcome(1, EXIT_HARNESS, error_json(1, sha, True), error="x")] * 2,
+        2: [RunOutcome(2, EXIT_HELD, run_json(2, sha))],
+        3: [RunOutcome(3, EXIT_HARNESS, timed_out=True, error="timed out after 60 s")],
+    }
+    grade, fake = await grade_with(payments, program, script, tmp_path)
+    assert [[s.seed for s in call] for call in fake.calls] == [[1, 2, 3], [1]]  # no re-timeout
+    assert [s.outcome for s in grade.seeds] == ["error", "held", "timeout"]
+    assert grade.seeds[0].candidate_started is True
+    assert grade.seeds[0].error == "x"
+    assert (grade.graded, grade.errors, grade.harness_errors) == (3, 2, 1)
+    assert grade.reward == round(1 / 3, 6)
+    assert grade.exit_code == EXIT_HARNESS  # the timeout never said the candidate started
+    del script[3]
+    script[1] = [RunOutcome(1, EXIT_HARNESS, error_json(1, sha, True), error="x")] * 2
+    script[2] = [RunOutcome(2, EXIT_HELD, run_json(2, sha))]
+    grade, _ = await grade_with(payments, program, script, tmp_path / "again")
+    assert (grade.errors, grade.harness_errors, grade.exit_code) == (1, 0, EXIT_VIOLATED)
 
 
 async def test_a_run_of_another_program_than_the_one_hashed_is_not_graded(
@@ -315,3 +358,146 @@ def test_a_candidate_run_as_several_instances_reports_their_cpu_summed() -> None
     report.add_cpu("worker-1", 1.0)  # an older sample never lowers what was seen
     assert report.cpu_s == 2.0
     assert report.to_json()["cpu_by_service"] == {"worker-1": 1.5, "worker-2": 0.5}
+
+
+# -- no outcome pays more than failing ---------------------------------------------------------
+
+OUTCOMES = ("held", "violated", "contained", "error", "timeout")
+#: What a candidate may turn a seed of each outcome into, without doing more work.
+WORSE = {
+    "held": ("violated", "contained", "error", "timeout"),
+    "violated": ("contained", "error", "timeout"),
+}
+
+
+def outcome_of(seed: int, sha: str, kind: str, settle: float, cpu: float) -> RunOutcome:
+    if kind == "held":
+        return RunOutcome(seed, EXIT_HELD, run_json(seed, sha, settle=settle, cpu=cpu))
+    if kind == "violated":
+        return RunOutcome(
+            seed, EXIT_VIOLATED, run_json(seed, sha, ["no_lost_messages"], settle=settle, cpu=cpu)
+        )
+    if kind == "contained":
+        return RunOutcome(seed, EXIT_VIOLATED, run_json(seed, sha, contained=["cpu"], cpu=cpu))
+    if kind == "timeout":
+        return RunOutcome(seed, EXIT_HARNESS, timed_out=True, error="timed out")
+    return RunOutcome(seed, EXIT_HARNESS, error_json(seed, sha, True), error="broke")
+
+
+def reward_for(payments: Scenario, program: Program, runs: list[RunOutcome]) -> float:
+    choice = choose_seeds(payments, seeds=[r.seed for r in runs])
+    grade = summarize(
+        payments, program, choice, runs, isolation="root", limits=Limits(), jobs=1,
+        wall_s=1.0, out_dir=Path("/nonexistent"),
+    )  # fmt: skip
+    assert 0.0 <= grade.reward <= 1.0
+    assert grade.graded == len(runs)
+    return grade.reward
+
+
+SEEDS = st.lists(
+    st.tuples(
+        st.sampled_from(OUTCOMES),
+        st.floats(0.0, 120.0),  # settle seconds (budget 15)
+        st.floats(0.0, 60.0),  # CPU seconds (budget 10)
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(seeds=SEEDS, data=st.data())
+def test_no_candidate_raises_its_reward_by_turning_a_seed_into_an_error_timeout_or_containment(
+    payments: Scenario, seeds: list[tuple[str, float, float]], data: st.DataObject
+) -> None:
+    """Over any mix of outcomes and efficiency measures: a held seed turned into a violation,
+    a containment, an error or a timeout, or a violated one into any of the last three, never
+    raises the reward (whatever the efficiency of the seeds that remain)."""
+    program = Program(Path("/candidate"), "python", "", "a" * 64)
+    sha = program.sha256
+    runs = [outcome_of(i, sha, *seed) for i, seed in enumerate(seeds)]
+    changeable = [i for i, (kind, _, _) in enumerate(seeds) if kind in WORSE]
+    if not changeable:
+        return
+    i = data.draw(st.sampled_from(changeable))
+    kind, settle, cpu = seeds[i]
+    into = data.draw(st.sampled_from(WORSE[kind]))
+    before = reward_for(payments, program, runs)
+    runs[i] = outcome_of(i, sha, into, settle, cpu)
+    assert reward_for(payments, program, runs) <= before
+
+
+@given(seeds=SEEDS)
+def test_an_error_or_a_timeout_counts_exactly_as_a_violation(
+    payments: Scenario, seeds: list[tuple[str, float, float]]
+) -> None:
+    program = Program(Path("/candidate"), "python", "", "a" * 64)
+    failing = [outcome_of(i, program.sha256, *s) for i, s in enumerate(seeds)]
+    as_violations = [
+        outcome_of(i, program.sha256, "violated" if kind in ("error", "timeout") else kind, x, y)
+        for i, (kind, x, y) in enumerate(seeds)
+    ]
+    assert reward_for(payments, program, failing) == reward_for(payments, program, as_violations)
+
+
+def test_an_undecided_verdict_is_not_held_and_never_breaks_the_grade() -> None:
+    """A checker that cannot read the evidence (a value the candidate sent, say) reports
+    ``"valid": "unknown"``: the seed is violated with that invariant undecided. Before, the
+    grade's own model refused the string and the whole grade failed (an internal error: no
+    reward at all; ``tests/grading/adversaries/leases_huge_token.py``)."""
+    from chaos.grading import seed_grade
+
+    data = run_json(4, "sha")
+    data["held"] = False
+    data["verdicts"][0]["valid"] = "unknown"
+    seed = seed_grade(RunOutcome(4, EXIT_VIOLATED, data), INVARIANTS, "sha")
+    assert (seed.outcome, seed.held) == ("violated", False)
+    assert seed.verdicts == {
+        "exactly_once": None,
+        "no_lost_messages": True,
+        "consistent_final_state": True,
+    }
+
+
+def test_values_a_trace_cannot_hold_are_recorded_as_text() -> None:
+    """What a program under test sent through a harness service (a fencing token past 64
+    bits, a string with a lone surrogate) is kept as its digits and escapes, never a trace
+    writer's refusal (a harness error any candidate could cause)."""
+    from chaos.recorder import storable
+
+    value = {"token": 2**64, "ok": 2**64 - 1, "low": -(2**63) - 1, "id": "\ud800x", "n": [1.5]}
+    assert storable(value) == {
+        "token": "18446744073709551616",
+        "ok": 2**64 - 1,
+        "low": "-9223372036854775809",
+        "id": "\\ud800x",
+        "n": [1.5],
+    }
+
+
+async def test_a_service_that_prints_without_end_is_recorded_up_to_a_cap(tmp_path: Path) -> None:
+    """Past ``MAX_SERVICE_LOG_LINES`` a harness service's lines are counted, not recorded
+    (a program under test can make PostgreSQL log without end:
+    ``tests/grading/adversaries/payments_log_flood.py``); operations are never dropped, and
+    proxy observations have a cap of their own."""
+    from chaos import recorder as rec
+    from replay.trace import TraceWriter, build_header
+
+    with TraceWriter(tmp_path / "t.trace", build_header("demo", "sha256:0", "golden", 1)) as w:
+        recorder = rec.Recorder(w)
+        for i in range(rec.MAX_SERVICE_LOG_LINES + 50):
+            recorder.log_line("postgres", "stderr", f"LOG: flood {i}")
+        recorder.log_line("store", "stdout", '@op {"type": "ok", "f": "write", "value": 1}')
+        recorder.log_line("other", "stdout", "a line of another service")
+        for _ in range(rec.MAX_PROXY_EVENTS + 50):
+            recorder.proxy_event({"event": "connection_opened", "proxy": "db"})
+    logs = [e for e in recorder.events if e["process"] == "service:postgres"]
+    assert len(logs) == rec.MAX_SERVICE_LOG_LINES + 1
+    assert logs[-1]["value"] == f"(output truncated after {rec.MAX_SERVICE_LOG_LINES} lines)"
+    assert [e["f"] for e in recorder.events if e["process"] == "store"] == ["write"]
+    assert [e["value"] for e in recorder.events if e["process"] == "service:other"] == [
+        "a line of another service"
+    ]
+    proxy = [e for e in recorder.events if e["process"] == "proxy"]
+    assert len(proxy) == rec.MAX_PROXY_EVENTS + 1
+    assert proxy[-1]["f"] == "truncated"

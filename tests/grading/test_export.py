@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from chaos.harbor import write_harbor
 from chaos.scenario import load_scenario
-from chaos.task import private_files, public_pack, write_harbor, write_task_folder
+from chaos.task import private_files, public_pack, write_task_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKS = ("payments", "tenants", "leases")
@@ -38,7 +39,7 @@ def _golden_lines(pack: str) -> set[str]:
     scenario = load_scenario(pack)
     private = private_files(scenario)
     others = [p for p in scenario.path.rglob("*.py") if p.resolve() not in set(private)]
-    for package in ("chaos", "faults", "replay", "invariants"):
+    for package in ("ground", "chaos", "faults", "replay", "invariants"):
         others += list((ROOT / package).rglob("*.py"))
     public = "\n".join(p.read_text() for p in others)
     lines = set()
@@ -111,7 +112,12 @@ def test_what_the_agent_sees_of_a_harbor_task_leaks_nothing(pack: str, tmp_path:
     solution = "\n".join(_texts(out / "solution").values())
     assert [line for line in golden if line in solution]
     assert key in (out / "tests" / "heldout.key").read_text()
-    assert 'PYTHONPATH="$here/harness' in (out / "tests" / "test.sh").read_text()
+    verifier = (out / "tests" / "test.sh").read_text()
+    assert 'PYTHONPATH="$here/harness' in verifier
+    # nothing of the agent's folders on the verifier's sys.path, nothing of its left running
+    assert 'cd "$here"\npython3 -P -m chaos grade' in verifier
+    assert 'python3 -I "$here/stop_agent.py" agent' in verifier
+    assert (out / "tests" / "stop_agent.py").is_file()
 
 
 @pytest.mark.parametrize("pack", PACKS)
@@ -119,7 +125,7 @@ def test_the_image_pack_loads_with_the_golden_variant_only(pack: str, tmp_path: 
     harness = tmp_path / "harness"
     public_pack(load_scenario(pack), harness / "scenarios" / pack)
     (harness / "scenarios" / "__init__.py").write_text("")
-    for package in ("chaos", "faults", "replay", "invariants"):
+    for package in ("ground", "chaos", "faults", "replay", "invariants"):
         shutil.copytree(ROOT / package, harness / package,
                         ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     code = (

@@ -332,7 +332,8 @@ def test_uid_isolation_runs_any_language_as_its_own_user_with_a_scrubbed_environ
     assert home == pwd
     assert home.endswith("/scratch")
     assert payments.task is not None
-    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONUNBUFFERED", "PWD", "SHLVL", "_"}
+    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONUNBUFFERED", "PYTHONPATH", "PWD", "SHLVL",
+               "_"}  # fmt: skip
     faketime = {n for n in probe["env"].split() if "FAKE" in n or n == "LD_PRELOAD"}
     assert set(probe["env"].split()) - faketime <= allowed | set(payments.task.env)
     assert "CHAOS_RUN_ID" not in probe["env"]
@@ -345,12 +346,24 @@ def test_uid_isolation_runs_any_language_as_its_own_user_with_a_scrubbed_environ
 
 def test_the_harbor_task_scores_its_oracle_1_and_a_no_op_0(tmp_path: Path, key_file: Path) -> None:
     task = tmp_path / "harbor"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the verifier's `python3` is this environment's, as in an activated virtualenv
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": path}
     subprocess.run(
         [sys.executable, "-m", "chaos", "task", "payments", "--format", "harbor", "-o", task,
          "--heldout-key", key_file],
         check=True, capture_output=True, env=env, cwd=tmp_path,
     )  # fmt: skip
+    # the verifier's working directory is the agent's (/app in Harbor): a `chaos` package
+    # there that prints a perfect grade once ran as the verifier (as root) and scored the
+    # no-op 1.0; nothing of that folder may be imported
+    fake = tmp_path / "chaos"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(
+        "import json\nprint(json.dumps({'reward': 1.0, 'primary': 1.0, 'invariants': {}, "
+        "'contained': {}, 'errors': 0, 'harness_errors': 0, 'graded': 1}))\n"
+    )
     checks = {
         "oracle": (task / "solution" / "consumer", "1"),
         "no-op": (task / "environment" / "workspace" / "consumer.py", "1"),

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import trio
 
-from chaos.sandbox.process import NetNamespace, namespaces_available
+from chaos.sandbox.process import namespaces_available
 from chaos.services import free_port
+from chaos.services._netns import NetNamespace
 from tests.faults.proxy.conftest import open_rig, receive_exactly
 
 pytestmark = pytest.mark.skipif(not namespaces_available(), reason="needs network namespaces")

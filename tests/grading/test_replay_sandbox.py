@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import ConfigError
+from chaos.replay import _candidate
 from chaos.sandbox.candidate import Program
 from chaos.scenario import load_scenario
-from replay.replay import _candidate
+from ground.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTER = ROOT / "scenarios" / "payments" / "starter.py"
@@ -34,9 +34,9 @@ def test_a_docker_graded_trace_replays_in_the_docker_sandbox_or_says_why_not() -
     """Without a daemon (or root) the replay refuses before anything starts, in one line."""
     code = (
         "import sys\n"
-        "from chaos.errors import ConfigError\n"
+        "from ground.errors import ConfigError\n"
         "from chaos.scenario import load_scenario\n"
-        "from replay.replay import _candidate\n"
+        "from chaos.replay import _candidate\n"
         "from tests.grading.test_replay_sandbox import _recorded\n"
         "try:\n"
         "    c = _candidate(load_scenario('payments'), _recorded('docker'))\n"

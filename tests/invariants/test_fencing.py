@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from invariants import get, run_checkers
 from invariants.fencing import fencing_tokens
 from invariants.history import History

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from invariants.history import NEMESIS, History, Op, Pair
 
 

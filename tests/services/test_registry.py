@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -189,6 +190,60 @@ def test_collect_reaps_exactly_what_the_dead_run_left(reg_dir: Path, tmp_path: P
         shm.unlink(missing_ok=True)
 
 
+def test_a_dead_runs_sandbox_cgroups_are_emptied_and_removed(reg_dir: Path, tmp_path: Path) -> None:
+    """A harness SIGKILLed while a candidate ran left the candidate's cgroups (and the
+    candidate, which carries no marker): the next collection kills its members and removes
+    them, and touches no directory that is not a sandbox cgroup."""
+    from chaos.sandbox._cgroup import create_cgroup
+
+    written: list[Path] = []
+    group = create_cgroup(f"chaos-{uuid.uuid4().hex[:12]}", 64 << 20, 64, written.append)
+    if group is None:
+        pytest.skip("this machine lets this process make no cgroup (needs root)")
+    assert written
+    assert set(group.dirs) <= set(written)
+    candidate = _sleeper()
+    for procs in group.procs_files:
+        Path(procs).write_text(str(candidate.pid))
+    decoy = tmp_path / "chaos-not-a-cgroup"
+    decoy.mkdir()
+    _fake_dead_run(reg_dir, "999999-1-3", [{"cgroup": str(d)} for d in [*written, decoy]])
+    try:
+        report = collect(reg_dir)
+        reaped = report.reaped[0]
+        assert sorted(reaped.cgroups) == sorted(str(d) for d in group.dirs)
+        assert reaped.cgroups_left == []
+        assert reaped.complete
+        _assert_killed(candidate)
+        assert [d for d in written if d.exists()] == []
+        assert decoy.is_dir()
+        assert report.errors == []
+    finally:
+        candidate.kill()
+        candidate.wait()
+        group.try_remove()
+
+
+def test_a_dead_runs_mounts_are_detached_before_its_dir_goes(reg_dir: Path, tmp_path: Path) -> None:
+    """A graded run SIGKILLed (by Ray's shutdown, the OOM killer) left its candidate's
+    scratch tmpfs mounted: the dir could not be removed, its registration was."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    run_dir = tmp_path / "chaos-sandbox-consumer-x"
+    scratch = run_dir / "scr atch"  # (mountinfo escapes the space)
+    scratch.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(scratch)], check=True)
+    (scratch / "left").write_text("by the candidate")
+    _fake_dead_run(reg_dir, "999998-1-1", [{"dir": str(run_dir)}])
+    try:
+        report = collect(reg_dir)
+        assert report.reaped[0].dirs == [str(run_dir)]
+        assert not run_dir.exists()
+        assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=False, capture_output=True)
+
+
 def test_a_live_run_is_left_alone(reg_dir: Path) -> None:
     live = registry.open_registration(reg_dir)
     child = _sleeper(live.marker_env())
@@ -365,3 +420,18 @@ def test_chaos_gc_says_what_it_removed(reg_dir: Path, tmp_path: Path) -> None:
     finally:
         marked.kill()
         marked.wait()
+
+
+def test_a_tmp_registration_of_a_live_owner_is_left_to_it(reg_dir: Path) -> None:
+    """Between creating its ``.tmp`` and locking it, a registering run holds no lock: a
+    collection then must not take the file for one a dead harness left (it did, under load:
+    the owner's rename failed, "cannot register the run")."""
+    me = registry.read_entry(os.getpid())
+    assert me is not None
+    alive = reg_dir / f".{os.getpid()}-{me.start}-1.tmp"
+    alive.write_text("")
+    dead = reg_dir / f".{_dead_pid()}-1-1.tmp"
+    dead.write_text("")
+    collect(reg_dir)
+    assert alive.exists()
+    assert not dead.exists()

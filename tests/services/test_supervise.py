@@ -8,8 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from chaos.errors import ConfigError, ServiceError
 from chaos.services.supervise import RestartPolicy, supervise
+from ground.errors import ConfigError, ServiceError
 
 
 class FakeProcess:

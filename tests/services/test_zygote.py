@@ -14,10 +14,10 @@ import pytest
 import trio
 from svc_helpers import assert_reaped, proc_state
 
-from chaos.errors import ServiceError
 from chaos.services import SkewFile, open_process_service
 from chaos.services._reaper import read_entry
 from chaos.services.zygote import Zygote, current, enabled, open_zygote, open_zygotes, using
+from ground.errors import ServiceError
 
 SVC = [sys.executable, "-m", "tests.services.zygote_svc"]
 PRELOAD = ("asyncio", "json")

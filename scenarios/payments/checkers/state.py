@@ -72,6 +72,17 @@ def published(final_state: Mapping[str, Any]) -> list[str]:
     return ids
 
 
+def due(final_state: Mapping[str, Any]) -> set[str]:
+    """The orders that must be charged: every order of the workload's plan (``orders``),
+    published or not (a producer kept from publishing is no excuse), and anything
+    published."""
+    planned = _entry(final_state, "orders", Mapping)
+    for order_id in planned:
+        if not isinstance(order_id, str):
+            raise MalformedState(f"final_state['orders'][{order_id!r}]: order ids must be str")
+    return set(planned) | set(published(final_state))
+
+
 def orders(final_state: Mapping[str, Any]) -> dict[str, Order]:
     table = _entry(final_state, "orders", Mapping)
     out = {}

@@ -15,12 +15,19 @@ NAME = "read_your_writes"
 
 @register(NAME, pack=PACK)
 def read_your_writes(history: History, final_state: Mapping[str, Any]) -> Verdict:
-    """Every create is acknowledged in the end (the client retries with the same key);
-    every successful list of a tenant holds each note acknowledged to that tenant before
-    the list was asked for; and after the faults heal every tenant's list is served (a
-    ``probe`` list succeeds for each tenant)."""
+    """Every create is acknowledged in the end (the client retries with the same key), and
+    every list of the workload served; every successful list of a tenant holds each note
+    acknowledged to that tenant before the list was asked for; and after the faults heal
+    every tenant's list is served (a ``probe`` list succeeds for each tenant)."""
     reqs = state.requests(history)
     unacknowledged = [req.label() for req in reqs if req.f == "create" and req.outcome != "ok"]
+    # a list refused (4xx, 501) or never answered is one nothing was checked on: a program
+    # that refused every list while its database was flaky hid whatever its lists got wrong
+    unserved = [
+        req.label()
+        for req in reqs
+        if req.f == "list" and req.invoke.process != state.PROBE and req.outcome != "ok"
+    ]
     acked: list[tuple[int, str, str]] = []  # (completion index, tenant, note)
     short: list[dict[str, Any]] = []
     lists = 0
@@ -51,6 +58,7 @@ def read_your_writes(history: History, final_state: Mapping[str, Any]) -> Verdic
         "lists_checked": lists,
         "acknowledged": len(acked),
         "unacknowledged": unacknowledged,
+        "unserved_lists": unserved,
         "short_lists": short,
         "not_recovered": never,
     }
@@ -60,6 +68,12 @@ def read_your_writes(history: History, final_state: Mapping[str, Any]) -> Verdic
         sentences.append(
             f"{plural(count, 'create')} {were(count)} never acknowledged: "
             f"{listing(unacknowledged, 5)}"
+        )
+    if unserved:
+        count = len(unserved)
+        sentences.append(
+            f"{plural(count, 'list')} of the workload {were(count)} never served: "
+            f"{listing(unserved, 5)}"
         )
     if short:
         shown = [f"{s['request']} lacked {plural(len(s['missing']), 'note')}" for s in short]

@@ -14,13 +14,13 @@ import h11
 import pytest
 import trio
 
-from chaos.errors import ConfigError
 from faults.proxy import ProxyServer, open_proxy_server
 from faults.proxy import http as http_module
 from faults.proxy._http_routes import handle
 from faults.proxy._http_wire import HttpRequest, HttpResponse
 from faults.proxy.errors import BindError
 from faults.proxy.http import HttpLimits, open_http_api, open_toxiproxy, serve_http
+from ground.errors import ConfigError
 from tests.faults.proxy.http_helpers import call, port_of, read_all, read_reply
 
 LIMITS = HttpLimits(max_body=1 << 20, request_timeout=0.3, idle_timeout=0.5)

@@ -21,13 +21,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-async def nats_proxy(tmp_path: Path) -> AsyncIterator[tuple[Proxy, list[dict[str, Any]]]]:
+async def nats_proxy(tmp_path: Path) -> AsyncIterator[tuple[Proxy, list[dict[str, Any]], str]]:
+    """A proxy in front of an embedded server, its events, and the harness's login through
+    it (the embedded server requires one)."""
     events: list[dict[str, Any]] = []
     with open_run_dir(parent=tmp_path) as root:
         async with open_nats(root) as server, open_proxy_server(seed=1) as proxies:
             proxies.add_observer(events.append)
             proxy = proxies.create_proxy("nats", "127.0.0.1:0", f"127.0.0.1:{server.port}")
-            yield proxy, events
+            yield proxy, events, server.admin_url(proxy.listen)
 
 
 def _url(proxy: Proxy) -> str:
@@ -59,12 +61,12 @@ async def _redelivery(url: str) -> list[int]:
 
 
 async def test_dropped_ack_makes_jetstream_redeliver_once(
-    nats_proxy: tuple[Proxy, list[dict[str, Any]]],
+    nats_proxy: tuple[Proxy, list[dict[str, Any]], str],
 ) -> None:
-    proxy, events = nats_proxy
+    proxy, events, url = nats_proxy
     proxy.add_toxic("nats_drop_ack", stream="upstream", attributes={"count": 1})
     proxy.add_toxic("nats_observe", stream="downstream")
-    deliveries = await trio.to_thread.run_sync(asyncio.run, _redelivery(_url(proxy)))
+    deliveries = await trio.to_thread.run_sync(asyncio.run, _redelivery(url))
     assert deliveries == [1, 1, 1, 2]
     dropped = [e for e in events if e["event"] == "frame_dropped"]
     assert len(dropped) == 1
@@ -91,13 +93,13 @@ async def _publish_twice_counted(url: str, msg_id: str | None) -> int:
 
 @pytest.mark.parametrize(("msg_id", "stored"), [(None, 2), ("order-1", 1)])
 async def test_duplicated_publish_is_deduplicated_only_with_a_msg_id(
-    nats_proxy: tuple[Proxy, list[dict[str, Any]]], msg_id: str | None, stored: int
+    nats_proxy: tuple[Proxy, list[dict[str, Any]], str], msg_id: str | None, stored: int
 ) -> None:
-    proxy, events = nats_proxy
+    proxy, events, url = nats_proxy
     proxy.add_toxic(
         "nats_duplicate_publish", stream="upstream", attributes={"count": 1, "subject": "pay."}
     )
-    count = await trio.to_thread.run_sync(asyncio.run, _publish_twice_counted(_url(proxy), msg_id))
+    count = await trio.to_thread.run_sync(asyncio.run, _publish_twice_counted(url, msg_id))
     assert count == stored
     assert [e["subject"] for e in events if e["event"] == "frame_duplicated"] == ["pay.charge"]
 

@@ -418,7 +418,7 @@ async def test_busy_polling_fast_path_keeps_bytes_and_yields_to_toxics() -> None
 
 @pytest.mark.parametrize("bad", [-1, 2_000_000])
 async def test_busy_poll_budget_is_checked(bad: int) -> None:
-    from chaos.errors import ConfigError
+    from ground.errors import ConfigError
 
     with pytest.raises(ConfigError, match="busy_poll_us must be between 0 and 1000000"):
         async with open_proxy_server(busy_poll_us=bad):

@@ -19,8 +19,12 @@ with socket.create_connection((nats.hostname, nats.port), timeout=5) as s:
 with psycopg.connect(os.environ["PG_DSN"], connect_timeout=5) as conn:
     pg_port = conn.execute("SELECT inet_server_port()").fetchone()[0]
 pg = urlsplit(os.environ["PG_DSN"])
-os.environ["NATS_URL"] = f"nats://127.0.0.1:{info['port']}"
-os.environ["PG_DSN"] = pg._replace(netloc=f"{pg.username}@127.0.0.1:{pg_port}").geturl()
+# its own credentials (a user and password on each server), the servers' own ports
+login = nats.netloc.rpartition("@")[0]
+os.environ["NATS_URL"] = f"nats://{login}@127.0.0.1:{info['port']}"
+os.environ["PG_DSN"] = pg._replace(
+    netloc=f"{pg.username}:{pg.password}@127.0.0.1:{pg_port}"
+).geturl()
 print(f"going direct: {os.environ['NATS_URL']} {os.environ['PG_DSN']}", flush=True)
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "golden"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from replay.report import render_report
 from replay.trace import TraceWriter, read_trace
 from tests.replay.report.samples import HEADER, S, ev, write_payments

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from replay.report import FaultSpan, fault_spans, render_timeline
 from replay.trace import Trace, TraceWriter, read_trace
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.errors import ConfigError, TraceError
+from ground.errors import ConfigError, TraceError
 from replay.trace import (
     TraceWriter,
     claim_trace,
@@ -78,7 +78,7 @@ def test_a_claim_held_by_another_process_is_refused_until_it_dies(tmp_path: Path
     [
         ("folder", "is a directory, not a trace file path"),
         ("not-a-trace", "exists and is not a chaos trace; refusing to replace it"),
-        ("special", "exists and is not a regular file; refusing to replace it"),
+        ("special", r"exists and is not a regular file \(a character device\); refusing to "),
         ("partial-suffix", "ends in .partial, the suffix of traces being written"),
         ("under-a-file", "cannot create trace .*/afile/x.trace: .*/afile is not a folder"),
     ],

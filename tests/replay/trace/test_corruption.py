@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaos.errors import TraceError, TraceFormatError, TraceVersionError
+from ground.errors import TraceError, TraceFormatError, TraceVersionError
 from replay.trace import Trace, read_trace
 from tests.replay.trace.samples import (
     frame_offsets,

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaos.errors import TraceError, TraceFormatError
+from ground.errors import TraceError, TraceFormatError
 from replay.trace import Frame, TraceWriter, iter_frames, read_trace
 from tests.replay.trace.samples import SMALL_HEADER, frame_offsets, write_small_trace
 

@@ -7,7 +7,7 @@ from importlib import metadata
 
 import pytest
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from replay.trace import FORMAT_VERSION, build_header, installed_versions, version_drift
 
 

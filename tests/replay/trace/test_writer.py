@@ -11,7 +11,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from chaos.errors import ConfigError
+from ground.errors import ConfigError
 from replay.trace import (
     MAX_FRAME_BYTES,
     TraceWriter,

@@ -14,7 +14,7 @@ import trio
 
 from chaos.services import PostgresService, open_postgres, open_run_dir
 from scenarios.leases import variants
-from scenarios.leases.database import Access, Reader, prepare
+from scenarios.leases.database import Access, prepare
 from scenarios.leases.lease import GoldenLease, wall_clock_now
 
 pytestmark = pytest.mark.slow
@@ -50,17 +50,61 @@ async def call(cls: type[GoldenLease], dsn: str, worker: str, what: str) -> int 
     return await trio.to_thread.run_sync(asyncio.run, once())
 
 
+def _rows(dsn: str, query: str) -> list[dict[str, Any]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(query.encode())
+        names = [c.name for c in cur.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
 async def audit(access: Access) -> list[dict[str, Any]]:
-    reader = Reader(access.admin_dsn)
-    try:
-        return await trio.to_thread.run_sync(
-            reader.query,
-            "SELECT kind, token, actor, holder, extract(epoch FROM until - at)::float8 AS ttl,"
-            " extract(epoch FROM expires_at - at)::float8 AS written FROM lease_audit"
-            " ORDER BY id",
-        )
-    finally:
-        reader.close()
+    return await trio.to_thread.run_sync(
+        _rows,
+        access.admin_dsn,
+        "SELECT kind, token, actor, holder, extract(epoch FROM until - at)::float8 AS ttl,"
+        " extract(epoch FROM expires_at - at)::float8 AS written FROM lease_audit"
+        " ORDER BY id",
+    )
+
+
+async def test_the_audit_trigger_runs_as_a_powerless_role_and_ignores_a_workers_objects(
+    db: tuple[PostgresService, Access],
+) -> None:
+    """The trigger fires inside a worker's transaction: what that session creates (temp
+    tables and functions shadowing the names the trigger uses) must not be picked up, and
+    the function must not run as the superuser."""
+    pg, access = db
+    one = dsn(pg, access, "worker-1")
+    owner = await trio.to_thread.run_sync(
+        _rows,
+        access.admin_dsn,
+        "SELECT r.rolname, r.rolsuper, r.rolcanlogin FROM pg_proc p"
+        " JOIN pg_roles r ON r.oid = p.proowner WHERE p.proname = 'lease_audit'",
+    )
+    assert owner == [{"rolname": "lease_recorder", "rolsuper": False, "rolcanlogin": False}]
+
+    def shadow_then_take() -> None:
+        with psycopg.connect(one, autocommit=False) as conn:
+            conn.execute(
+                "CREATE TEMP TABLE lease_audit (LIKE leases);"
+                " CREATE TEMP TABLE leases_copy (x int);"
+                " CREATE FUNCTION pg_temp.clock_timestamp() RETURNS timestamptz"
+                "  LANGUAGE sql AS $$ SELECT 'epoch'::timestamptz $$;"
+                " SET search_path = pg_temp, public;"
+                " UPDATE public.leases SET holder = 'worker-1', token = token + 1,"
+                "  expires_at = now() + interval '2 s' WHERE name = 'job'"
+            )
+            conn.commit()
+            left = conn.execute("SELECT count(*) FROM pg_temp.lease_audit").fetchone()
+            assert left == (0,)
+
+    await trio.to_thread.run_sync(shadow_then_take)
+    rows = await trio.to_thread.run_sync(
+        _rows,
+        access.admin_dsn,
+        "SELECT kind, actor, at > now() - interval '1 min' AS recent FROM lease_audit",
+    )
+    assert rows == [{"kind": "grant", "actor": "worker_1", "recent": True}]
 
 
 async def test_the_audit_records_each_change_with_the_role_that_made_it(

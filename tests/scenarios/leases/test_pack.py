@@ -30,8 +30,9 @@ def test_the_pack_lists_its_variants_once_and_checks_generic_and_own_invariants(
         "fencing_tokens",
         "exclusive_leases",
         "job_recovered",
+        "lease_failover",
     ]
-    assert "job_recovered" in invariants.REGISTRY["leases"]
+    assert {"job_recovered", "lease_failover"} <= set(invariants.REGISTRY["leases"])
     assert {"fencing_tokens", "exclusive_leases"} <= set(invariants.REGISTRY[None])
     assert set(LEASES.catches) == set(LEASES.signals) == set(LEASES.variants) - {"golden"}
     assert set(LEASES.catches.values()) <= set(LEASES.invariants)

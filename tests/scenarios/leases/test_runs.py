@@ -75,7 +75,12 @@ def verdicts(result: RunResult) -> dict[str, object]:
     return {v.name: v.valid for v in result.verdicts}
 
 
-ALL_HELD = {"fencing_tokens": True, "exclusive_leases": True, "job_recovered": True}
+ALL_HELD = {
+    "fencing_tokens": True,
+    "exclusive_leases": True,
+    "job_recovered": True,
+    "lease_failover": True,
+}
 
 
 async def test_golden_holds_on_a_seed_and_under_every_variants_exposing_fault(

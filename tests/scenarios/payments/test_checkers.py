@@ -49,18 +49,19 @@ def test_golden_state_holds_everywhere() -> None:
     once = exactly_once.check(EMPTY, state)
     assert once.valid is True
     assert once.explanation == (
-        "each of the 4 published orders was charged exactly once at the gateway and once in "
-        "the charges table."
+        "each of the 4 orders of the workload was charged exactly once at the gateway and "
+        "once in the charges table."
     )
     assert once.evidence == {
         "orders_checked": 4,
+        "orders": 4,
         "published": 4,
         "gateway": {"uncharged": [], "duplicated": {}},
         "charges_table": {"uncharged": [], "duplicated": {}},
     }
     lost = no_lost_messages.check(EMPTY, state)
     assert lost.valid is True
-    assert lost.explanation == "each of the 4 published orders has a charge."
+    assert lost.explanation == "each of the 4 orders of the workload has a charge."
     consistent = consistent_final_state.check(EMPTY, state)
     assert consistent.valid is True
     assert consistent.explanation == (
@@ -120,14 +121,39 @@ def test_a_lost_message_is_missing_everywhere() -> None:
     state["balances"]["acct-a"] = 100
     lost = no_lost_messages.check(EMPTY, state)
     assert lost.valid is False
-    assert lost.explanation == "1 of 4 published orders has no charge: o-10."
-    assert lost.evidence == {"published": 4, "missing": ["o-10"], "gateway_only": []}
+    assert lost.explanation == "1 of 4 orders of the workload has no charge: o-10."
+    assert lost.evidence == {
+        "orders": 4,
+        "published": 4,
+        "missing": ["o-10"],
+        "gateway_only": [],
+        "unpublished": [],
+    }
     once = exactly_once.check(EMPTY, state)
     assert once.explanation == (
         "1 of 4 orders was never charged at the gateway: o-10; "
         "1 of 4 orders was never charged in the charges table: o-10."
     )
     assert consistent_final_state.check(EMPTY, state).valid is True
+
+
+def test_orders_the_producer_never_published_are_still_due() -> None:
+    """The checkers cover the workload's plan, not only what got published: a consumer
+    that kept the producer from publishing (it deleted the stream, say) gains nothing."""
+    state = golden()
+    state["published"] = ["o-1"]
+    for key in ("gateway_charges", "charges", "ledger"):
+        state[key] = [c for c in state[key] if c["order_id"] == "o-1"]
+    state["balances"] = {"acct-a": 100}
+    lost = no_lost_messages.check(EMPTY, state)
+    assert lost.valid is False
+    assert lost.explanation == (
+        "3 of 4 orders of the workload have no charge: o-2, o-10, o-11 (3 of them were never "
+        "published: o-2, o-10, o-11)."
+    )
+    once = exactly_once.check(EMPTY, state)
+    assert once.valid is False
+    assert once.evidence["gateway"]["uncharged"] == ["o-2", "o-10", "o-11"]
 
 
 def test_charged_at_the_gateway_but_never_recorded() -> None:
@@ -137,8 +163,8 @@ def test_charged_at_the_gateway_but_never_recorded() -> None:
     state["balances"] = {"acct-a": 40, "acct-b": 5}
     lost = no_lost_messages.check(EMPTY, state)
     assert lost.explanation == (
-        "2 of 4 published orders have no charge: o-1, o-2 (2 of them were charged at the "
-        "gateway but not recorded: o-1, o-2)."
+        "2 of 4 orders of the workload have no charge: o-1, o-2 (2 of them were charged at "
+        "the gateway but not recorded: o-1, o-2)."
     )
     assert lost.evidence["gateway_only"] == ["o-1", "o-2"]
     consistent = consistent_final_state.check(EMPTY, state)
@@ -191,8 +217,8 @@ def test_long_lists_are_cut_with_a_count() -> None:
     state["published"] = [f"o-{i}" for i in range(1, 31)]
     result = no_lost_messages.check(EMPTY, state)
     assert result.explanation == (
-        "26 of 30 published orders have no charge: o-3, o-4, o-5, o-6, o-7, o-8, o-9, o-12, "
-        "o-13, o-14 and 16 more."
+        "26 of 30 orders of the workload have no charge: o-3, o-4, o-5, o-6, o-7, o-8, o-9, "
+        "o-12, o-13, o-14 and 16 more."
     )
     assert len(result.evidence["missing"]) == 26
 

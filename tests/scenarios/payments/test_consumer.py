@@ -150,9 +150,7 @@ async def test_a_consumer_that_dies_on_its_own_is_restarted_and_the_run_holds(
     scenario = DyingConsumer()
     scenario.path = load_scenario("payments").path
     quiet = FaultSchedule(seed=0, space_hash="none", events=())
-    result = await run_scenario(
-        RunOptions(scenario, 3, out=tmp_path / "t.trace", schedule=quiet)
-    )
+    result = await run_scenario(RunOptions(scenario, 3, out=tmp_path / "t.trace", schedule=quiet))
     consumer = [e for e in result.history if e["process"] == "service:consumer"]
     restarts = [e["value"] for e in consumer if e["f"] == "restart"]
     assert restarts == [{"code": -signal.SIGKILL, "attempt": 1, "backoff_s": 0.1}]

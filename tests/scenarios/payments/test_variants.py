@@ -14,6 +14,7 @@ import pytest
 from chaos.run import RunOptions, run_scenario
 from chaos.scenario import load_scenario
 from chaos.services import default_run_parent
+from chaos.workload import WORKLOAD
 from faults.model import FaultSchedule
 from faults.schedule import generate
 
@@ -48,7 +49,9 @@ async def test_a_variant_holds_with_no_fault_injected(
     result = await run_scenario(
         RunOptions(scenario, 7, variant=variant, out=tmp_path / "t.trace", schedule=quiet)
     )
-    assert {v.name: v.valid for v in result.verdicts} == dict.fromkeys(scenario.invariants, True)
+    # the pack's invariants and the run's own workload verdict (chaos.workload)
+    expected = dict.fromkeys((*scenario.invariants, WORKLOAD), True)
+    assert {v.name: v.valid for v in result.verdicts} == expected
 
 
 @pytest.mark.parametrize("variant", sorted(CAUGHT_ON))

@@ -303,3 +303,19 @@ def test_a_malformed_final_state_is_unknown_not_a_crash(mutate: Any, message: st
 def test_the_checkers_are_the_packs_own() -> None:
     assert set(NAMES) <= set(invariants.REGISTRY[PACK])
     assert not set(NAMES) & set(invariants.REGISTRY[None])
+
+
+def test_a_list_of_the_workload_refused_or_never_answered_fails_read_your_writes() -> None:
+    """A refused list is checked for nothing: refusing every list while the database is
+    flaky hid what the lists got wrong (``tests/grading/adversaries/tenants_refuse_lists.py``
+    scored 1.0). A probe that fails is only a probe: settle asks again."""
+    ops, state = golden_run()
+    ops.list("globex", [], outcome="fail")  # 501: final
+    ops.list("acme", [], outcome="info")  # no answer after the client's attempts
+    ops.list("acme", [], process="probe", outcome="fail")
+    verdict = check(ops, state)["read_your_writes"]
+    assert verdict.valid is False
+    assert "2 lists of the workload were never served: op 15 (globex list), op 17 (acme list)" in (
+        verdict.explanation
+    )
+    assert verdict.evidence["unserved_lists"] == ["op 15 (globex list)", "op 17 (acme list)"]
