@@ -1,13 +1,23 @@
-"""Fixtures of every test: a grade's kept warm workers do not outlive the test that
-started them (``chaos.grade`` keeps them for the process's next grade; a later test that
-counts what is left behind would count them)."""
+"""Fixtures of every test.
+
+- A grade's kept warm workers do not outlive the test that started them (``chaos.grade``
+  keeps them for the process's next grade; a later test that counts what is left behind
+  would count them).
+- A test that runs the ``chaos`` program in pytest's own process (``cli.main([...])``) leaves
+  the signal handling as it found it: the program installs its handlers and, as it exits,
+  ignores SIGINT, SIGTERM and SIGHUP (``ground._signals.ignore_further``), which in pytest's
+  process left every later test, and pytest itself, deaf to Ctrl-C.
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 
 import pytest
+
+from ground import _signals
 
 
 @pytest.fixture(autouse=True)
@@ -16,3 +26,15 @@ def _no_kept_grade_workers() -> Iterator[None]:
     pool = sys.modules.get("chaos.grade_pool")  # started only if a test graded through it
     if pool is not None:
         pool.close_shared_pool()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handling_restored() -> Iterator[None]:
+    handlers = {signum: signal.getsignal(signum) for signum in _signals.HANDLED}
+    installed = _signals._installed
+    yield
+    for signum, handler in handlers.items():
+        if handler is not None:
+            signal.signal(signum, handler)
+    _signals._installed = installed
+    _signals._reset_for_tests()

@@ -346,3 +346,23 @@ def test_a_signal_noted_inside_trio_without_the_guarded_run_still_decides_the_ex
     )
     assert done.returncode == 129
     assert done.stderr == "chaos: error: hung up (SIGHUP): stopped; nothing half-written was left\n"
+
+
+# -- pytest's own process after the program ran in it ------------------------------------
+# The program (``run_program``) ignores the three signals as it exits; run in pytest's process
+# (as a test of the program may), that would leave every later test, and pytest, deaf to
+# Ctrl-C. tests/conftest.py puts the handlers back after every test: the second test below,
+# run right after the first (pytest keeps a file's order), sees pytest's own handlers again.
+
+
+def test_the_program_in_process_ignores_signals_as_it_exits() -> None:
+    with pytest.raises(SystemExit) as stopped:
+        _signals.run_program(lambda: 2)
+    assert stopped.value.code == 2
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert _signals.installed()
+
+
+def test_the_next_test_has_pytests_handlers_back() -> None:
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not _signals.installed()
