@@ -7,6 +7,11 @@
   the signal handling as it found it: the program installs its handlers and, as it exits,
   ignores SIGINT, SIGTERM and SIGHUP (``ground._signals.ignore_further``), which in pytest's
   process left every later test, and pytest itself, deaf to Ctrl-C.
+
+A pytest started in the background by a non-interactive shell (``cmd &`` in a script, as CI
+runs it) inherits SIGINT ignored, and so would every program a test starts: the tests run as
+from a terminal, with Python's own SIGINT handler (the ``chaos`` program installs its own
+either way; a test that checks a plain interpreter's handlers needs the default).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from collections.abc import Iterator
 import pytest
 
 from ground import _signals
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
