@@ -5,6 +5,7 @@ tests/test_pytest_plugin.py (the docs' examples, run as written)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -264,3 +265,41 @@ def test_a_violation_seen_once_is_remembered_for_the_same_steps(tmp_path: Path) 
         made.close()
     assert "an earlier run of these same steps; this one held" in str(failed.value)
     assert len(runs) > 1  # the same steps ran again (Hypothesis's replay) and held
+
+
+def test_a_racy_invariant_fails_at_teardown_and_every_example_draws_all_its_steps(
+    tmp_path: Path,
+) -> None:
+    """A real run is not the same twice: here the system breaks the invariant in the third
+    example only, before its first step. Raised at once, Hypothesis saw the same choices
+    stop drawing earlier than before (FlakyStrategyDefinition, seen on payments under load);
+    the machine keeps the failure, runs the later steps and raises it from teardown (the
+    final replay's run holds: the remembered failure, with its run, is the report)."""
+    examples = itertools.count(1)
+
+    class Racy(ChaosMachine):
+        scenario = Fake()
+        trace_dir = tmp_path
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.number = next(examples)
+
+        @invariant()
+        def the_system_holds(self) -> None:
+            assert self.number != 3, "o-1 charged twice"
+
+    holds = fake_run(
+        deliveries=3, every_s=0.01, judge=lambda s: [Verdict.holds("exactly_once", "ok")]
+    )
+    made = FakeFloor(holds)
+    Racy.floor = made
+    try:
+        with pytest.raises(AssertionError, match="o-1 charged twice") as failed:
+            run_state_machine_as_test(Racy, settings=settings(QUICK, stateful_step_count=3))
+    finally:
+        made.close()
+    report = "\n".join(getattr(failed.value, "__notes__", []))
+    assert "chaos: the_system_holds failed after 0 step(s) on the run (AssertionError" in report
+    assert "an earlier run of these same steps; this one held" in report
+    assert "replay:   chaos replay " in report
