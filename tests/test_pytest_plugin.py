@@ -256,10 +256,11 @@ def violated_in(trace: Path) -> tuple[int, list[str]]:
 
 def falsifying(lines: list[str], first: str, last: str) -> list[str]:
     """The falsifying example Hypothesis printed: the lines from the one that contains
-    ``first`` to the one that contains ``last`` (the ``E`` prefix and indents dropped)."""
+    ``first`` to the one that contains ``last`` (the ``E`` prefix, an exception group's
+    ``|`` and indents dropped)."""
     start = next(i for i, line in enumerate(lines) if first in line)
     end = next(i for i, line in enumerate(lines) if i >= start and last in line)
-    return [line.removeprefix("E").strip() for line in lines[start : end + 1]]
+    return [line.removeprefix("E").strip().lstrip("| ") for line in lines[start : end + 1]]
 
 
 def replays_with(replayed: subprocess.CompletedProcess[str], violation: str) -> int:

@@ -47,8 +47,10 @@ def is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(inspect.unwrap(fn))
 
 
-async def awaited(fn: Callable[..., Any], machine: Any, kwargs: dict[str, Any]) -> Any:
-    result = fn(machine, **kwargs)
+async def awaited(
+    fn: Callable[..., Any], machine: Any, kwargs: dict[str, Any], args: tuple[Any, ...] = ()
+) -> Any:
+    result = fn(machine, *args, **kwargs)
     return await result if inspect.isawaitable(result) else result
 
 
@@ -60,14 +62,16 @@ def on_loop(fn: F, *, check: bool = False) -> F:
     run_async = is_async(fn)
 
     @functools.wraps(fn)
-    def step(self: OnLoop, **kwargs: Any) -> Any:
+    def step(self: OnLoop, *args: Any, **kwargs: Any) -> Any:
+        # (Hypothesis passes keywords; a rule of the machine's, such as wait_messages, may
+        # also be called from another rule, with positional arguments)
         if check and getattr(self, "_failure", None) is not None:
             return None  # the example failed already: its first failure is the report
         try:
             if not run_async:
-                return fn(self, **kwargs)
+                return fn(self, *args, **kwargs)
             self._started()  # what it awaits on is the run: started from here, not the loop
-            return self.portal.run(awaited, fn, self, kwargs)
+            return self.portal.run(awaited, fn, self, kwargs, args)
         except Exception as exc:
             defer = getattr(self, "_defer", None)
             if defer is None or not defer(exc, fn.__name__):

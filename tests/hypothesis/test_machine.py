@@ -212,6 +212,7 @@ def test_a_user_rule_injects_through_the_machine(floor: FakeFloor, tmp_path: Pat
 
         @rule()
         def redeliver_twice(self) -> None:
+            self.wait_messages(1)  # a rule of the machine's, called as a method (positional)
             self.inject("redeliver", count=2)  # the space's one subject: no target needed
 
     Twice.floor = floor
