@@ -40,6 +40,7 @@ steps (both measured).
 from __future__ import annotations
 
 import functools
+import glob
 import itertools
 import sys
 from collections.abc import Iterator
@@ -148,7 +149,9 @@ class ChaosMachine(RuleBasedStateMachine):
         throws away before its first step costs no run)."""
         if self._held is None:
             cls = type(self)
-            number = next(cls._numbers.setdefault(cls, itertools.count(1)))
+            if cls not in cls._numbers:
+                cls._numbers[cls] = itertools.count(_first_free(Path(cls.trace_dir), cls.__name__))
+            number = next(cls._numbers[cls])
             self.trace = Path(cls.trace_dir) / f"{cls.__name__}-{number}.trace"
             options = RunOptions(self.pack, cls.seed, variant=cls.variant, out=self.trace)
             self._held = self.portal.enter(open_live_run(self._floor.run_async, options, self.live))
@@ -332,6 +335,18 @@ def _same_kind(failure: str | Exception, witness: str | Exception) -> bool:
     if isinstance(failure, str) or isinstance(witness, str):
         return isinstance(failure, str) and isinstance(witness, str)
     return type(failure) is type(witness)
+
+
+def _first_free(folder: Path, name: str) -> int:
+    """The number after the highest ``NAME-N.trace`` (or ``.partial``) already in ``folder``:
+    a pytest session numbered from 1 again wrote over, then removed, the failing traces an
+    earlier session kept (a passing example removes its own)."""
+    numbers = [0]
+    for path in folder.glob(f"{glob.escape(name)}-*.trace*"):
+        number = path.name[len(name) + 1 :].split(".", 1)[0]
+        if number.isdigit():
+            numbers.append(int(number))
+    return max(numbers) + 1
 
 
 def _remove_trace(trace: Path) -> None:

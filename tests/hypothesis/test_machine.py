@@ -164,12 +164,17 @@ def test_a_passing_example_leaves_no_trace(tmp_path: Path) -> None:
         return await fake_run(judge=lambda s: [Verdict.holds("exactly_once", "ok")])(options)
 
     made.run_async = run
+    kept = [tmp_path / "FakeMachine-1.trace", tmp_path / "FakeMachine-3.trace.partial"]
+    for path in kept:  # an earlier pytest session's failing examples
+        path.write_text("kept")
     try:
         run_state_machine_as_test(machine(made, tmp_path), settings=settings(QUICK, max_examples=5))
     finally:
         made.close()
     assert written
-    assert list(tmp_path.iterdir()) == []
+    assert written[0].name == "FakeMachine-4.trace"  # numbered after what the folder holds
+    assert sorted(tmp_path.iterdir()) == kept
+    assert {path.read_text() for path in kept} == {"kept"}
 
 
 def test_async_rules_and_invariants_run_on_the_runs_loop(tmp_path: Path) -> None:
