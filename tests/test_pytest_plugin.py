@@ -244,6 +244,39 @@ def run_chaos_replay(trace: Path, cwd: Path, times: int = 1) -> subprocess.Compl
     )  # fmt: skip
 
 
+def violated_in(trace: Path) -> tuple[int, list[str]]:
+    """The faults of a trace's schedule, and the invariants its recorded verdicts violate."""
+    from replay.trace import read_trace
+
+    recorded = read_trace(trace)
+    assert recorded.schedule is not None, trace
+    violated = [str(v["name"]) for v in recorded.verdicts if v["valid"] is False]
+    return len(recorded.schedule["events"]), violated
+
+
+def falsifying(lines: list[str], first: str, last: str) -> list[str]:
+    """The falsifying example Hypothesis printed: the lines from the one that contains
+    ``first`` to the one that contains ``last`` (the ``E`` prefix, an exception group's
+    ``|`` and indents dropped)."""
+    start = next(i for i, line in enumerate(lines) if first in line)
+    end = next(i for i, line in enumerate(lines) if i >= start and last in line)
+    return [line.removeprefix("E").strip().lstrip("| ") for line in lines[start : end + 1]]
+
+
+def replays_with(replayed: subprocess.CompletedProcess[str], violation: str) -> int:
+    """How many of ``chaos replay``'s replays reproduced a recording that holds
+    ``violation`` (0 when the recording does not hold it)."""
+    import re
+
+    out = replayed.stdout
+    recorded = next(line for line in out.splitlines() if line.startswith("recorded: "))
+    if f"{violation} VIOLATED" not in recorded:
+        return 0
+    fidelity = re.search(r"^replay fidelity: (\d+)/\d+", out, re.M)
+    assert fidelity is not None, out
+    return int(fidelity.group(1))
+
+
 @pytest.mark.slow
 def test_the_given_example_finds_stores_replays_first_and_its_trace_replays(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
@@ -262,8 +295,11 @@ def test_the_given_example_finds_stores_replays_first_and_its_trace_replays(
         ]
     )
     assert "Explanation:" not in first.stdout.str()  # no explain phase: no thirty more runs
+    trace = replay_command(first.outlines)
+    assert violated_in(trace) == (1, ["exactly_once"])  # shrunk to one fault, which violates
     stored = list((pytester.path / ".hypothesis" / "examples").iterdir())
     assert stored, "the failing example is in Hypothesis's database"
+    example = falsifying(first.outlines, "Failing test case:", "schedule=FaultSchedule")
 
     # The next run replays the stored failure first (its reuse phase) and draws nothing.
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
@@ -271,13 +307,12 @@ def test_the_given_example_finds_stores_replays_first_and_its_trace_replays(
     statistics = again.stdout.str()
     assert "during reuse phase" in statistics
     assert "during generate phase" not in statistics
+    assert falsifying(again.outlines, "Failing test case:", "schedule=FaultSchedule") == example
 
     # The printed command reproduces it outside pytest.
-    trace = replay_command(first.outlines)
     replayed = run_chaos_replay(trace, pytester.path)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert "exactly_once VIOLATED" in replayed.stdout
-    assert "replay fidelity: 1/1" in replayed.stdout
+    assert replays_with(replayed, "exactly_once") == 1, replayed.stdout
 
 
 @pytest.mark.slow
@@ -285,31 +320,28 @@ def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     as_on_a_desk(monkeypatch)
-    from replay.trace import read_trace
-
     pytester.makepyfile(test_machine=doc_example("machine"))
     first = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
     first.assert_outcomes(failed=1)
-    output = first.stdout.str()
-    assert "state = PaymentsMachine()" in output
+    steps = falsifying(first.outlines, "state = PaymentsMachine()", "state.teardown()")
     trace = pytester.path / replay_command(first.outlines)
-    recorded = read_trace(trace)
-    assert recorded.schedule is not None
-    assert len(recorded.schedule["events"]) == 1, recorded.schedule  # shrunk to one fault
-    violated = [v["name"] for v in recorded.verdicts if v["valid"] is False]
-    assert "exactly_once" in violated or "no_order_charged_twice_so_far" in output
+    faults, violated = violated_in(trace)
+    assert faults == 1, steps  # shrunk to one fault
+    assert "exactly_once" in violated, (violated, steps)  # the run of the printed trace
     assert list((pytester.path / ".hypothesis" / "examples").iterdir())
 
+    # The next run replays the stored failure first: the same steps, and nothing drawn.
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
     again.assert_outcomes(failed=1)
     assert "during reuse phase" in again.stdout.str()
     assert "during generate phase" not in again.stdout.str()
+    assert falsifying(again.outlines, "state = PaymentsMachine()", "state.teardown()") == steps
 
     # A crash between a charge and its ack is a race; a redelivery is not: replay it three
     # times and ask for the violation at least once (chaos replay reports the fidelity).
     replayed = run_chaos_replay(trace, pytester.path, times=3)
     assert replayed.returncode in (0, 1), replayed.stdout + replayed.stderr
-    assert "reproduced the recorded verdicts" in replayed.stdout
+    assert replays_with(replayed, "exactly_once") >= 1, replayed.stdout
 
 
 class CountingFloor:

@@ -40,6 +40,7 @@ steps (both measured).
 from __future__ import annotations
 
 import functools
+import glob
 import itertools
 import sys
 from collections.abc import Iterator
@@ -63,8 +64,9 @@ from faults.space import FaultSpace
 from ground._portal import Held
 from ground.errors import ConfigError
 
-#: The final violation of each machine class's step sequence, once seen (``teardown``).
-_witnesses: dict[tuple[type, tuple[tuple[Any, ...], ...]], str] = {}
+#: The failure of each machine class's step sequence, once seen (``teardown``): a final
+#: violation's message or a step's exception, and that run's reproduction (its trace).
+_witnesses: dict[tuple[type, tuple[tuple[Any, ...], ...]], tuple[str | Exception, str]] = {}
 
 #: How many messages ``wait_messages`` waits for, and seconds ``wait_seconds`` waits.
 WAIT_MESSAGES = (1, 10)
@@ -137,13 +139,19 @@ class ChaosMachine(RuleBasedStateMachine):
         self._held: Held[LiveRun] | None = None
         #: This example's trace (once its run started).
         self.trace: Path | None = None
+        #: The first failure of a step (rule or invariant), raised from teardown, and what
+        #: the report says of it.
+        self._failure: Exception | None = None
+        self._failed_at = ""
 
     def _started(self) -> LiveRun:
         """The live run, started at the first step that needs it (an example Hypothesis
         throws away before its first step costs no run)."""
         if self._held is None:
             cls = type(self)
-            number = next(cls._numbers.setdefault(cls, itertools.count(1)))
+            if cls not in cls._numbers:
+                cls._numbers[cls] = itertools.count(_first_free(Path(cls.trace_dir), cls.__name__))
+            number = next(cls._numbers[cls])
             self.trace = Path(cls.trace_dir) / f"{cls.__name__}-{number}.trace"
             options = RunOptions(self.pack, cls.seed, variant=cls.variant, out=self.trace)
             self._held = self.portal.enter(open_live_run(self._floor.run_async, options, self.live))
@@ -229,16 +237,31 @@ class ChaosMachine(RuleBasedStateMachine):
             self.run = ChaosRun(self.pack, await self.live.finish())
         return self.run
 
+    def _defer(self, failure: BaseException, step: str) -> bool:
+        """Keep the first failure of a step for teardown (``chaos.hypothesis._steps``);
+        Hypothesis's own ways of ending an example are not failures: raised now."""
+        if not isinstance(failure, Exception) or _control_flow(failure):
+            return False
+        if self._failure is None:
+            self._failure = failure
+            self._failed_at = (
+                f"chaos: {step} failed after {len(self.live.steps)} step(s) on the run "
+                f"({type(failure).__name__}: {str(failure).splitlines()[0]}); raised at teardown\n"
+            )
+        return True
+
     def teardown(self) -> None:
-        """Finish the run and fail the example on a violated final invariant (unless a step
-        already failed it); keep the trace of a failing example and note its replay. An
-        example Hypothesis itself gave up on (an invalid draw) stops its run at once.
+        """Finish the run and fail the example: with the first failure of a step (kept by
+        ``_defer``), else on a violated final invariant; keep the trace of a failing example
+        and note its replay. An example Hypothesis itself gave up on (an invalid draw) stops
+        its run at once.
 
         A real run is not always the same twice, and Hypothesis needs the same steps to fail
-        the same way (it runs the failing example again to report it): a violation seen once
-        for a sequence of steps is remembered, and the same steps fail again with it even
-        when their new run held (the message says so), as ``chaos search`` keeps its first
-        violating run as the witness."""
+        the same way (it runs the failing example again to report it): the failure seen
+        first for a sequence of steps is remembered, with its run, and the same steps fail
+        again with it even when their new run held or failed otherwise (the report says so
+        and names the remembered run's trace), as ``chaos search`` keeps its first violating
+        run as the witness."""
         error = sys.exc_info()[1]
         if error is not None and _control_flow(error):
             self._abort()
@@ -247,31 +270,49 @@ class ChaosMachine(RuleBasedStateMachine):
         try:
             run = self.portal.run(self.finished)
         except Exception as exc:
-            if error is None:
+            if error is None and self._failure is None:
                 raise
             note(f"chaos: the run ended on an error too: {type(exc).__name__}: {exc}")
-            return
+            if error is not None:
+                return
+            raise self._failure from None  # type: ignore[misc]
         finally:
             assert self._held is not None
             self._held.exit()
         wanted = type(self).final_invariants
         violated = [v for v in run.violated if wanted is None or v.name in wanted]
-        steps = (type(self), tuple(self.live.steps))
-        witness = _witnesses.get(steps)
-        if error is None and not violated and witness is None:
-            _remove_trace(run.trace)
-            return
-        note(f"chaos: {self.pack.id} {run.result.variant} run\n{run.reproduction()}")
-        if error is not None:
-            return
-        if violated:
+        failure: str | Exception | None = self._failure
+        if failure is None and violated:
             lines = [f"{v.name} VIOLATED: {v.explanation}" for v in violated]
-            witness = message = "\n".join([*lines, f"replay: chaos replay {run.trace}"])
-            _witnesses[steps] = witness
-        else:
-            assert witness is not None
-            message = f"{witness}\n(an earlier run of these same steps; this one held: {run.trace})"
-        raise AssertionError(message)  # one place: Hypothesis tells failures apart by it
+            failure = "\n".join([*lines, f"replay: chaos replay {run.trace}"])
+        steps = (type(self), tuple(self.live.steps))
+        ran = f"{self._failed_at}chaos: {self.pack.id} {run.result.variant} run\n" + (
+            run.reproduction()
+        )
+        if steps not in _witnesses:
+            if error is None and failure is None:
+                _remove_trace(run.trace)
+                return
+            if failure is not None:
+                _witnesses[steps] = (failure, ran)
+        if error is not None:
+            note(ran)
+            return
+        witness, witness_ran = _witnesses[steps]
+        if failure is not None and _same_kind(failure, witness):
+            witness = failure  # this run failed as the first one did: its own run is shown
+            note(ran)
+        else:  # the first run of these steps is the one to replay
+            how = "held" if failure is None else "failed otherwise"
+            note(f"{witness_ran}\n(an earlier run of these same steps; this one {how}: "
+                 f"{run.trace})")  # fmt: skip
+            if isinstance(witness, str):
+                witness = f"{witness}\n(an earlier run of these same steps; this one {how}: " + (
+                    f"{run.trace})"
+                )
+        if isinstance(witness, Exception):
+            raise witness
+        raise AssertionError(witness)  # one place: Hypothesis tells failures apart by it
 
     def _abort(self) -> None:
         if self._held is None:
@@ -286,6 +327,26 @@ def _control_flow(error: BaseException) -> bool:
     """Hypothesis's own ways of ending an example (an invalid draw, the end of its data),
     or an interruption: not a failure of the system under test."""
     return not isinstance(error, Exception) or isinstance(error, HypothesisException)
+
+
+def _same_kind(failure: str | Exception, witness: str | Exception) -> bool:
+    """Two failures Hypothesis takes for the same: final violations (raised at one place),
+    or exceptions of one type."""
+    if isinstance(failure, str) or isinstance(witness, str):
+        return isinstance(failure, str) and isinstance(witness, str)
+    return type(failure) is type(witness)
+
+
+def _first_free(folder: Path, name: str) -> int:
+    """The number after the highest ``NAME-N.trace`` (or ``.partial``) already in ``folder``:
+    a pytest session numbered from 1 again wrote over, then removed, the failing traces an
+    earlier session kept (a passing example removes its own)."""
+    numbers = [0]
+    for path in folder.glob(f"{glob.escape(name)}-*.trace*"):
+        number = path.name[len(name) + 1 :].split(".", 1)[0]
+        if number.isdigit():
+            numbers.append(int(number))
+    return max(numbers) + 1
 
 
 def _remove_trace(trace: Path) -> None:

@@ -6,6 +6,15 @@ trio loop (``machine.portal``) and returns its result; the machine's run is star
 from the calling thread (what the coroutine awaits is the run). ``rule``, ``invariant`` and
 ``initialize`` are Hypothesis's, applied to that function; ``refuse_unawaited`` stops a class
 that put Hypothesis's own decorator on an ``async def`` (it would never be awaited).
+
+A failure in such a step (an assertion, an error) is handed to the machine (``_defer``),
+which keeps the first one and raises it from teardown; the example's later rules still run
+(its steps, which the machine's memo of failures is keyed by, stay those the choices drew),
+its later invariants are skipped. Hypothesis needs the same choices to draw the same way
+every time, and a real run is not the same twice: a racy invariant that failed before a step
+in one example and held in another made the same choices stop drawing early
+(``FlakyStrategyDefinition``, seen on payments under load). Deferred, every example draws all
+its steps.
 """
 
 from __future__ import annotations
@@ -24,32 +33,50 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class OnLoop(Protocol):
-    """What ``on_loop`` needs of a machine: its loop, and a way to start its run."""
+    """What ``on_loop`` needs of a machine: its loop, a way to start its run, and a way to
+    keep a step's failure for teardown (True: kept; False: raise it now)."""
 
     portal: Portal
 
     def _started(self) -> Any: ...
+
+    def _defer(self, failure: BaseException, step: str) -> bool: ...
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(inspect.unwrap(fn))
 
 
-async def awaited(fn: Callable[..., Any], machine: Any, kwargs: dict[str, Any]) -> Any:
-    result = fn(machine, **kwargs)
+async def awaited(
+    fn: Callable[..., Any], machine: Any, kwargs: dict[str, Any], args: tuple[Any, ...] = ()
+) -> Any:
+    result = fn(machine, *args, **kwargs)
     return await result if inspect.isawaitable(result) else result
 
 
-def on_loop(fn: F) -> F:
+def on_loop(fn: F, *, check: bool = False) -> F:
     """``fn`` as Hypothesis calls it (a plain call); an ``async def`` runs on the machine's
-    loop and its result comes back here. A plain function is returned as it is."""
-    if not is_async(fn):
-        return fn
+    loop and its result comes back here. A failure is handed to the machine's ``_defer``
+    (raised from teardown; the step returns None); after one, a ``check`` (an invariant)
+    returns None at once."""
+    run_async = is_async(fn)
 
     @functools.wraps(fn)
-    def step(self: OnLoop, **kwargs: Any) -> Any:
-        self._started()  # what it awaits on is the run: started from here, not the loop
-        return self.portal.run(awaited, fn, self, kwargs)
+    def step(self: OnLoop, *args: Any, **kwargs: Any) -> Any:
+        # (Hypothesis passes keywords; a rule of the machine's, such as wait_messages, may
+        # also be called from another rule, with positional arguments)
+        if check and getattr(self, "_failure", None) is not None:
+            return None  # the example failed already: its first failure is the report
+        try:
+            if not run_async:
+                return fn(self, *args, **kwargs)
+            self._started()  # what it awaits on is the run: started from here, not the loop
+            return self.portal.run(awaited, fn, self, kwargs, args)
+        except Exception as exc:
+            defer = getattr(self, "_defer", None)
+            if defer is None or not defer(exc, fn.__name__):
+                raise
+            return None
 
     step._chaos_on_loop = True  # type: ignore[attr-defined]
     return step  # type: ignore[return-value]
@@ -70,7 +97,7 @@ def initialize(**kwargs: Any) -> Callable[[F], F]:
 def invariant(*, check_during_init: bool = False) -> Callable[[F], F]:
     """``hypothesis.stateful.invariant`` that also takes an ``async def``."""
     decorate = stateful.invariant(check_during_init=check_during_init)
-    return lambda fn: decorate(on_loop(fn))
+    return lambda fn: decorate(on_loop(fn, check=True))
 
 
 def refuse_unawaited(cls: type) -> None:
@@ -95,7 +122,8 @@ def async_teardown(
 
     @functools.wraps(teardown)
     def run_both(self: OnLoop) -> None:
-        if sys.exc_info()[1] is not None:  # a step failed, or Hypothesis gave up on it
+        failed = sys.exc_info()[1] or getattr(self, "_failure", None)
+        if failed is not None:  # a step failed, or Hypothesis gave up on it
             machine_teardown(self)
             return
         try:

@@ -106,15 +106,16 @@ class _Boxed(ContainerService):
 
     site: _Site
 
-    async def start(self, *, wait_ready: bool = True) -> None:
+    async def start(self, *, wait_ready: bool = True) -> bool:
         if self.site.report.contained:
             self.site.record("restart_refused", {"why": "contained"})
-            return
+            return True  # (as before: not an interrupted start)
         self.site.cpu_base += self.site.cpu_last  # a new start: a fresh cgroup
         self.site.cpu_last = 0.0
-        await super().start(wait_ready=wait_ready)
+        started = await super().start(wait_ready=wait_ready)
         self.site.report.starts += 1
         self.site.started_at[self.starts] = trio.current_time()
+        return started
 
     async def stop(self) -> None:
         site = self.site

@@ -253,9 +253,11 @@ class ContainerService(Incarnations[_Incarnation]):
             raise
         return trio.SocketStream(sock)
 
-    async def start(self, *, wait_ready: bool = True) -> None:
+    async def start(self, *, wait_ready: bool = True) -> bool:
+        """Start the container; False when the harness killed it before it was ready (a
+        crash fault during a restart, as ``ManagedProcess.start``)."""
         if self.running:
-            return
+            return True
         if self.container_id is None:
             await self.create()
         api = self._client.api
@@ -273,7 +275,8 @@ class ContainerService(Incarnations[_Incarnation]):
             target=self._read, args=(cur, stream), name=f"chaos-attach-{self.name}", daemon=True
         ).start()
         if wait_ready:
-            await self._await_ready(cur)
+            return await self._await_ready(cur)
+        return True
 
     def _read(self, cur: _Incarnation, sock: Any) -> None:
         """Worker thread: the container's output, line by line, then its exit status."""
@@ -329,9 +332,13 @@ class ContainerService(Incarnations[_Incarnation]):
             raise ServiceError(f"{self.name} has not been started")
         await self._await_ready(self._current)
 
-    async def _await_ready(self, cur: _Incarnation) -> None:
+    async def _await_ready(self, cur: _Incarnation) -> bool:
         with trio.move_on_after(self._ready_timeout):
             while True:
+                if cur.exited.is_set() and cur.expected_exit:
+                    # The harness killed it while it started (a crash fault during a
+                    # restart): a fault like any other; whoever killed it starts it next.
+                    return False
                 if cur.exited.is_set() and self.strict_ready:
                     raise ServiceError(
                         f"container {self.name} ({self.image}) exited with code "
@@ -340,7 +347,7 @@ class ContainerService(Incarnations[_Incarnation]):
                         self.name,
                     )
                 if self._ready is None or await self._ready():
-                    return
+                    return True
                 await trio.sleep(_POLL_INTERVAL)
         raise ServiceError(
             f"container {self.name} ({self.image}) not ready after {self._ready_timeout:g}s: "
@@ -394,10 +401,11 @@ class ContainerService(Incarnations[_Incarnation]):
         with trio.move_on_after(30):
             await cur.exited.wait()
 
-    async def restart(self) -> None:
-        """Kill it if it runs, then start the same container again (ready line again)."""
+    async def restart(self) -> bool:
+        """Kill it if it runs, then start the same container again (ready line again);
+        False when the harness killed it again before it was ready."""
         await self.kill()
-        await self.start()
+        return await self.start()
 
     async def stop(self) -> None:
         """SIGTERM, ``stop_grace`` seconds, then SIGKILL (``docker stop``)."""

@@ -77,5 +77,33 @@ async def test_clock_skew_pause_and_crash_reach_a_container(payments_image: str)
         assert not docker_client().api.containers(all=True, filters={"id": cid})
 
 
+async def test_a_crash_while_it_restarts_is_a_fault_not_an_error(payments_image: str) -> None:
+    """A second crash that lands before the restarted container is ready (a machine's two
+    crash steps in a row) makes the restart return False, as a process's does: it raised
+    "exited with code 137 before it was ready" and ended the run (bench/search.py's machine
+    on payments_docker)."""
+    ready = {"now": True}
+    started: list[bool] = []
+    with open_run_dir():
+        async with open_container(
+            "ticker",
+            payments_image,
+            command=["python", "-c", TICKER],
+            ready=lambda: _true_when(ready["now"]),
+        ) as box:
+            ready["now"] = False  # the restart waits for a ready that does not come
+
+            async def restart() -> None:
+                started.append(await box.restart())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(restart)
+                with trio.fail_after(60):  # a hang guard, not a timing assertion
+                    while box.starts < 2 or not box.running:
+                        await trio.sleep(0.02)
+                await box.kill()  # the second crash
+    assert started == [False]
+
+
 async def _true_when(value: bool) -> bool:
     return value

@@ -5,6 +5,7 @@ tests/test_pytest_plugin.py (the docs' examples, run as written)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,12 +164,17 @@ def test_a_passing_example_leaves_no_trace(tmp_path: Path) -> None:
         return await fake_run(judge=lambda s: [Verdict.holds("exactly_once", "ok")])(options)
 
     made.run_async = run
+    kept = [tmp_path / "FakeMachine-1.trace", tmp_path / "FakeMachine-3.trace.partial"]
+    for path in kept:  # an earlier pytest session's failing examples
+        path.write_text("kept")
     try:
         run_state_machine_as_test(machine(made, tmp_path), settings=settings(QUICK, max_examples=5))
     finally:
         made.close()
     assert written
-    assert list(tmp_path.iterdir()) == []
+    assert written[0].name == "FakeMachine-4.trace"  # numbered after what the folder holds
+    assert sorted(tmp_path.iterdir()) == kept
+    assert {path.read_text() for path in kept} == {"kept"}
 
 
 def test_async_rules_and_invariants_run_on_the_runs_loop(tmp_path: Path) -> None:
@@ -211,6 +217,7 @@ def test_a_user_rule_injects_through_the_machine(floor: FakeFloor, tmp_path: Pat
 
         @rule()
         def redeliver_twice(self) -> None:
+            self.wait_messages(1)  # a rule of the machine's, called as a method (positional)
             self.inject("redeliver", count=2)  # the space's one subject: no target needed
 
     Twice.floor = floor
@@ -264,3 +271,41 @@ def test_a_violation_seen_once_is_remembered_for_the_same_steps(tmp_path: Path) 
         made.close()
     assert "an earlier run of these same steps; this one held" in str(failed.value)
     assert len(runs) > 1  # the same steps ran again (Hypothesis's replay) and held
+
+
+def test_a_racy_invariant_fails_at_teardown_and_every_example_draws_all_its_steps(
+    tmp_path: Path,
+) -> None:
+    """A real run is not the same twice: here the system breaks the invariant in the third
+    example only, before its first step. Raised at once, Hypothesis saw the same choices
+    stop drawing earlier than before (FlakyStrategyDefinition, seen on payments under load);
+    the machine keeps the failure, runs the later steps and raises it from teardown (the
+    final replay's run holds: the remembered failure, with its run, is the report)."""
+    examples = itertools.count(1)
+
+    class Racy(ChaosMachine):
+        scenario = Fake()
+        trace_dir = tmp_path
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.number = next(examples)
+
+        @invariant()
+        def the_system_holds(self) -> None:
+            assert self.number != 3, "o-1 charged twice"
+
+    holds = fake_run(
+        deliveries=3, every_s=0.01, judge=lambda s: [Verdict.holds("exactly_once", "ok")]
+    )
+    made = FakeFloor(holds)
+    Racy.floor = made
+    try:
+        with pytest.raises(AssertionError, match="o-1 charged twice") as failed:
+            run_state_machine_as_test(Racy, settings=settings(QUICK, stateful_step_count=3))
+    finally:
+        made.close()
+    report = "\n".join(getattr(failed.value, "__notes__", []))
+    assert "chaos: the_system_holds failed after 0 step(s) on the run (AssertionError" in report
+    assert "an earlier run of these same steps; this one held" in report
+    assert "replay:   chaos replay " in report
