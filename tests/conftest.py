@@ -3,10 +3,10 @@
 - A grade's kept warm workers do not outlive the test that started them (``chaos.grade``
   keeps them for the process's next grade; a later test that counts what is left behind
   would count them).
-- A test that runs the ``chaos`` program in pytest's own process (``cli.main([...])``) leaves
-  the signal handling as it found it: the program installs its handlers and, as it exits,
-  ignores SIGINT, SIGTERM and SIGHUP (``ground._signals.ignore_further``), which in pytest's
-  process left every later test, and pytest itself, deaf to Ctrl-C.
+- A test that uses the program's signal handling in pytest's own process leaves it as it
+  found it: the program installs its handlers (``ground._signals.install``) and, as it
+  exits, ignores SIGINT, SIGTERM and SIGHUP (``ignore_further``), which in pytest's process
+  would leave every later test, and pytest itself, deaf to Ctrl-C.
 
 A pytest started in the background by a non-interactive shell (``cmd &`` in a script, as CI
 runs it) inherits SIGINT ignored, and so would every program a test starts: the tests run as
