@@ -49,6 +49,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import psutil
 import trio
 
 from chaos.executor import (
@@ -215,7 +216,7 @@ def _sigterm_kept(ray: ModuleType) -> Iterator[None]:
     except BaseException as exc:  # a failed init, or a signal: never leave it half-started
         signal.signal(signal.SIGTERM, kept)
         with _signals.deferred(), contextlib.suppress(Exception):
-            ray.shutdown()  # (a half-initialised core worker aborts the process at exit)
+            _shutdown(ray)  # (a half-initialised core worker aborts the process at exit)
         if isinstance(exc, SystemExit) and exc.code == signal.SIGTERM:
             _signals.caught(signal.SIGTERM)  # raises Interrupted (noted as the harness's own)
         raise
@@ -223,6 +224,42 @@ def _sigterm_kept(ray: ModuleType) -> Iterator[None]:
         if signal.getsignal(signal.SIGTERM) is not kept:
             signal.signal(signal.SIGTERM, kept)
 
+
+def _ray_processes(ray: ModuleType) -> list[psutil.Process]:
+    """This process's descendants that are Ray's own: its servers and agents (a program
+    under Ray's package folder) and its workers (``ray::...``). A caller's other children
+    (a trainer's own processes, warm workers) are not among them."""
+    home = os.path.dirname(getattr(ray, "__file__", "") or "") + os.sep
+    found = []
+    with contextlib.suppress(psutil.Error):
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                argv = proc.cmdline()
+                if any(a.startswith(home) or a.startswith("ray::") for a in argv[:3]):
+                    found.append(proc)
+    return found
+
+
+def _shutdown(ray: ModuleType) -> None:
+    """``ray.shutdown``, then nothing of a local instance left running. Ray stops the
+    servers it started itself, but not what they started in turn: a raylet's dashboard and
+    runtime-env agents, still importing on a loaded machine when their raylet is killed, run
+    on for seconds before they look for their parent (seen: alive after the command ended).
+    The processes Ray's shutdown leaves are SIGKILLed and reaped here."""
+    before = _ray_processes(ray)
+    ray.shutdown()
+    left = [p for p in before if p.is_running()]
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    # Gone or a zombie: once their raylet died they are PID 1's, which may never reap them.
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while any(_alive(p.pid) for p in left) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+#: How long the processes a Ray shutdown left may take to die once SIGKILLed.
+AGENT_WAIT_S = 5.0
 
 #: The session folders (logs, sockets) of the local instances ``connect`` started.
 _local_sessions: list[Path | None] = []
@@ -240,7 +277,7 @@ def disconnect() -> None:
     its session folder (``/tmp/ray/session_*``: logs, sockets) is removed."""
     ray = import_ray()
     if ray.is_initialized():
-        ray.shutdown()
+        _shutdown(ray)
     # Ray SIGKILLs what its workers started (their `chaos run` children): the runs of the
     # tasks it cut short (Ctrl-C, SIGTERM of the command) are reaped here, not later.
     from chaos.services.registry import collect_quietly
