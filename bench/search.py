@@ -80,7 +80,6 @@ from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from chaos.executor import BatchFn
 from chaos.floor import RunFloor
 from chaos.hypothesis import ChaosMachine
 from chaos.hypothesis._strategy import space_schedules
@@ -94,7 +93,13 @@ from chaos.search import (
     search_schedules,
     violations,
 )
-from chaos.search_scenario import _from_trio, _on_executor, _ScenarioRuns, applied_faults
+from chaos.search_scenario import (
+    Session,
+    _from_trio,
+    _on_executor,
+    _ScenarioRuns,
+    applied_faults,
+)
 from chaos.services import open_run_dir
 from chaos.services.images import daemon_available
 from chaos.stress import cpu_count, open_stress
@@ -177,16 +182,6 @@ def describe(schedule: FaultSchedule) -> str:
         lasting = "" if e.duration_s is None else f" {e.duration_s}s"
         parts.append(f"{e.kind.value} {e.target.name} @{kind}({where}){lasting}")
     return "; ".join(parts)
-
-
-def find_seconds(runs: _ScenarioRuns, runs_to_find: int) -> float:
-    """Wall seconds of the batches up to the one that found (``runs_to_find`` runs)."""
-    spent, counted = 0.0, 0
-    for size, seconds in zip(runs.batch_sizes, runs.batch_seconds, strict=True):
-        if counted >= runs_to_find:
-            break
-        spent, counted = spent + seconds, counted + size
-    return spent
 
 
 def measure(
@@ -275,10 +270,10 @@ def measure_search(
     progress = print if args.verbose else (lambda _message: None)
     called = time.monotonic()
 
-    def body(run_batch: BatchFn) -> None:
+    def body(session: Session) -> None:
         workers_s = time.monotonic() - called  # the warm workers' start, before any batch
         said = _from_trio(progress)
-        runs = _ScenarioRuns(scenario, variant, attempt.seed, tmp, progress, run_batch)
+        runs = _ScenarioRuns(scenario, variant, attempt.seed, tmp, progress, session)
         result = search_schedules(
             space,
             seed=attempt.seed,
@@ -288,13 +283,15 @@ def measure_search(
             progress=said,
             jobs=args.jobs,
             run_many=runs,
+            lanes=None if args.batches else runs,  # as chaos search does, unless --batches
         )
         attempt.spent = time.monotonic() - called
         if not result.found or result.schedule is None:
             attempt.tried = result.tried
             return
         attempt.runs = attempt.tried = result.runs_to_find
-        attempt.seconds = workers_s + find_seconds(runs, result.runs_to_find)
+        assert result.find_s is not None
+        attempt.seconds = workers_s + result.find_s
         attempt.schedule = describe(result.schedule)
         if args.max_shrinks == 0:
             return
@@ -716,6 +713,11 @@ def main() -> None:
                         help="Hypothesis's shrinking time limit (its own: 300)")  # fmt: skip
     parser.add_argument("--example-cost", type=int, default=0,
                         help="also time N env.run examples, warm floor against cold")  # fmt: skip
+    parser.add_argument(
+        "--batches",
+        action="store_true",
+        help="find in batches of --jobs runs (before lanes), to compare",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     args.engines = {e for e in args.engines.split(",") if e}

@@ -40,6 +40,10 @@ def violations(verdicts: Sequence[Verdict], invariant: str | None = None) -> lis
     return [v for v in verdicts if v.valid is False and invariant in (None, v.name)]
 
 
+def faults(count: int) -> str:
+    return f"{count} fault" if count == 1 else f"{count} faults"
+
+
 class _BudgetSpent(Exception):
     """Shrinking reached ``max_shrinks`` runs."""
 
@@ -90,7 +94,7 @@ class _Runner:
             phase = "searching" if self.found_at is None else "shrinking"
             if len(todo) == 1:
                 (only,) = todo.values()
-                self.progress(f"run {self.runs} ({phase}, {len(only.events)} faults)")
+                self.progress(f"run {self.runs} ({phase}, {faults(len(only.events))})")
             else:
                 self.progress(f"runs {first}-{self.runs} ({phase}, {len(todo)} at once)")
             try:

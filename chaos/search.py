@@ -15,12 +15,17 @@ returning them in the batch's order, so it can be exercised without services. Ev
 schedule runs once (results are memoised by the schedule's canonical bytes). A run that
 raises (a harness error) stops the search and is re-raised.
 
-``jobs`` > 1: the find draws ``jobs`` schedules per batch (the same draws, in the same order,
-as one at a time) and takes the first violating one **in draw order**, whichever run ended
-first; coverage is learned from the whole batch before the next is drawn; each event-removal
+``jobs`` > 1: the find keeps ``jobs`` runs under way. Given ``lanes`` (runs started one at a
+time, finishing in any order: ``Lanes``), a new run starts as soon as one ends; otherwise it
+draws ``jobs`` schedules per batch and waits for the whole batch. Either way it takes the first
+violating schedule **in draw order**, whichever run ended first, and what it draws does not
+depend on which run ended first: with lanes, coverage learned from run ``k`` shapes the draws
+from ``k + 2 * jobs`` on (a draw waits for that run if it is still under way; ``jobs`` 1:
+from the next draw on, the sequential search), with batches from the next batch on. Runs
+still under way past the find are waited for and their results unused. Each event-removal
 step tries every single-event removal as one batch (the first, last event first, that still
 violates is kept); lowering values stays one run at a time. The schedules tried depend on
-``jobs``: the same seed and ``jobs`` give the same search.
+``jobs`` (and on lanes or batches): the same seed and ``jobs`` give the same search.
 
 Finding draws as ``chaos run`` does (``generate``: template weights, uniform counts and
 ranges), from schedule seeds derived from the search seed (``max_events`` faults in every run
@@ -45,9 +50,11 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from chaos._shrink import (
     FRESH_TRIES,
@@ -56,6 +63,7 @@ from chaos._shrink import (
     RunManyFn,
     _Runner,
     _Shrinker,
+    faults,
     violations,
 )
 from chaos.run import Progress, result_json
@@ -87,6 +95,7 @@ def default_jobs() -> int:
     search on any machine."""
     return max(1, min(MAX_JOBS, 2 * (os.cpu_count() or 1)))
 
+
 DEFAULT_MAX_SHRINKS = 40
 MAX_EXAMPLES_LIMIT = 1000
 MAX_SHRINKS_LIMIT = 500
@@ -109,6 +118,9 @@ class SearchResult:
     shrink_complete: bool = True
     #: Runs until the first violation (the find itself included); 0 when resumed or none.
     runs_to_find: int = 0
+    #: Wall seconds from the first run's start until the find was known (every run before
+    #: it in draw order ended); None when resumed or nothing was found.
+    find_s: float | None = field(default=None, compare=False)
     #: The witness replayed: (runs that violated its invariants again, replays run); None
     #: when it was not replayed (nothing found, ``replays=0``).
     fidelity: tuple[int, int] | None = None
@@ -239,6 +251,137 @@ def _find(
     return None
 
 
+class Lanes(Protocol):
+    """Runs started one at a time that end in any order (``search_schedules``' ``lanes``):
+    the find keeps ``jobs`` of them under way and starts the next as soon as one ends."""
+
+    def start(self, ticket: int, schedule: FaultSchedule) -> None:
+        """Start running ``schedule``; its result comes back from ``finished`` with
+        ``ticket``. Does not wait for the run."""
+
+    def finished(self) -> Sequence[tuple[int, Sequence[Verdict] | Outcome]]:
+        """The runs that ended since the last call (at least one: waits for it), with their
+        tickets. A run that could not come to a result raises (the search stops)."""
+
+    def forget(self, ticket: int) -> None:
+        """Run ``ticket``'s result is not used (it ran past the find): drop what it kept."""
+
+
+#: With lanes, coverage learned from run k shapes the draws from k + LAG_BATCHES * jobs on.
+LAG_BATCHES = 2
+
+
+def _find_in_lanes(
+    space: FaultSpace, runner: _Runner, lanes: Lanes, seed: int, max_examples: int, jobs: int
+) -> _Found | None:
+    """The find, ``jobs`` runs under way in ``lanes``: the same draws, in the same order, as
+    one at a time, but for coverage learned ``LAG_BATCHES * jobs`` runs late; the first
+    violating schedule in draw order (and the seconds until it was known), or None."""
+    coverage = _Coverage()
+    lag = 0 if jobs == 1 else LAG_BATCHES * jobs
+    limit, i = max_examples * _SKIPS_PER_EXAMPLE, 0
+    drawn: list[FaultSchedule] = []
+    keys: set[bytes] = set(runner.results)
+    results: dict[int, Outcome] = {}
+    under_way: set[int] = set()
+    learned, found, exhausted = 0, None, False
+    started = time.monotonic()
+
+    def draw() -> FaultSchedule | None:
+        nonlocal i
+        while i < limit:
+            events = generate(space, derive_seed(seed, "search", i) % (SEED_MAX + 1)).events
+            i += 1
+            live = [event for event in events if coverage.fires(event)]
+            if len(live) < max(space.min_events, 1 if events else 0):
+                continue  # every fault of it is known not to fire: a no-fault run
+            schedule = assemble(space, seed, live)
+            key = schedule.to_msgpack()
+            if key not in keys:
+                keys.add(key)
+                return schedule
+        return None
+
+    try:
+        while True:
+            while (
+                found is None
+                and not exhausted
+                and len(under_way) < jobs
+                and len(drawn) < max_examples
+                and all(k in results for k in range(learned, len(drawn) - lag))
+            ):
+                while learned < len(drawn) - lag:  # exactly the runs before n - lag, for draw n
+                    coverage.learn(drawn[learned], results[learned].applied)
+                    learned += 1
+                schedule = draw()
+                if schedule is None:
+                    exhausted = True
+                    break
+                drawn.append(schedule)
+                under_way.add(len(drawn) - 1)
+                runner.progress(
+                    f"run {len(drawn)} (searching, {faults(len(schedule.events))}, "
+                    f"{len(under_way)} under way)"
+                )
+                lanes.start(len(drawn) - 1, schedule)
+            if not under_way:
+                break
+            for ticket, raw in lanes.finished():
+                under_way.discard(ticket)
+                outcome = raw if isinstance(raw, Outcome) else Outcome(tuple(raw))
+                results[ticket] = outcome
+                if runner.violates(outcome) and (found is None or ticket < found):
+                    found = ticket
+            if found is not None and all(ticket > found for ticket in under_way):
+                break
+    except Exception as exc:
+        exc.add_note(f"chaos search stopped at run {max(results, default=-1) + 2}")
+        raise
+    found_s = time.monotonic() - started
+    while under_way:  # past the find: waited for, not used
+        for ticket, _raw in lanes.finished():
+            under_way.discard(ticket)
+    counted = len(drawn) if found is None else found + 1
+    for ticket in range(counted):  # what the search knows: the runs up to the find
+        key, outcome = drawn[ticket].to_msgpack(), results[ticket]
+        if key not in runner.results or runner.violates(outcome):
+            runner.results[key] = outcome
+    for ticket in range(counted, len(drawn)):
+        lanes.forget(ticket)
+    runner.runs += len(drawn)  # spent, those past the find too
+    if found is None:
+        return None
+    runner.found_at = runner.runs
+    return _Found(drawn[found], found_s, counted)
+
+
+@dataclass(frozen=True)
+class _Found:
+    schedule: FaultSchedule
+    seconds: float
+    #: Runs in draw order up to the find, the find included (fewer than were started when
+    #: runs past it were under way).
+    runs: int
+
+
+def _batches_in(lanes: Lanes) -> RunManyFn:
+    """A ``run_many`` on ``lanes`` (the shrink's batches, when only lanes were given): each
+    batch started whole and waited for, its results in its order."""
+    tickets = iter(range(1 << 40, 1 << 62))
+
+    def run_many(schedules: Sequence[FaultSchedule]) -> list[Sequence[Verdict] | Outcome]:
+        order = [next(tickets) for _ in schedules]
+        for ticket, schedule in zip(order, schedules, strict=True):
+            lanes.start(ticket, schedule)
+        ended: dict[int, Sequence[Verdict] | Outcome] = {}
+        while len(ended) < len(order):
+            ended.update(lanes.finished())
+        return [ended[ticket] for ticket in order]
+
+    return run_many
+
+
 def search_schedules(
     space: FaultSpace,
     run: RunFn | None = None,
@@ -251,31 +394,44 @@ def search_schedules(
     start: FaultSchedule | None = None,
     jobs: int = 1,
     run_many: RunManyFn | None = None,
+    lanes: Lanes | None = None,
 ) -> SearchResult:
     """Search ``space`` for a schedule whose ``run`` violates ``invariant`` (any, if None).
 
     ``start``: resume, from a schedule found before (a saved search's): run it, and if it
     still violates, shrink it (no drawing; ``max_examples`` does not apply).
 
-    ``jobs``: schedules drawn (and single-event removals tried) per batch; ``run_many`` runs
-    a batch (default: ``run`` on each in turn). Give ``run`` or ``run_many``. The schedules
-    tried depend on ``jobs``: the same ``seed`` and ``jobs`` give the same search.
+    ``jobs``: runs under way at once while finding (single-event removals tried per batch
+    while shrinking); ``run_many`` runs a batch (default: ``run`` on each in turn). Give
+    ``run`` or ``run_many``. ``lanes``: the find starts each run as another ends (see
+    ``Lanes``) instead of running batches. The schedules tried depend on ``jobs``: the same
+    ``seed`` and ``jobs`` give the same search.
     """
     check_budget(max_examples, max_shrinks)
     check_jobs(jobs)
+    if run_many is None and lanes is not None:
+        run_many = _batches_in(lanes)
     if run_many is None:
         if run is None:
-            raise TypeError("search_schedules needs run or run_many")
+            raise TypeError("search_schedules needs run, run_many or lanes")
         one = run
         run_many = lambda batch: [one(schedule) for schedule in batch]  # noqa: E731
     runner = _Runner(run_many, invariant, max_shrinks, progress or (lambda _message: None))
-    if start is None:
-        found = _find(space, runner, seed, max_examples, jobs)
-    else:
+    find_s: float | None = None
+    runs_to_find = 0
+    if start is not None:
         found = start if runner.violates(runner.outcome(start)) else None
+    elif lanes is not None:
+        in_lanes = _find_in_lanes(space, runner, lanes, seed, max_examples, jobs)
+        found = None if in_lanes is None else in_lanes.schedule
+        if in_lanes is not None:
+            find_s, runs_to_find = in_lanes.seconds, in_lanes.runs
+    else:
+        began = time.monotonic()
+        found = _find(space, runner, seed, max_examples, jobs)
+        find_s, runs_to_find = time.monotonic() - began, runner.runs
     if found is None:
         return SearchResult(False, runner.runs, 0)
-    runs_to_find = 0 if start is not None else runner.runs
     shrinker = _Shrinker(space, runner, found, jobs)
     complete = shrinker.run()
     minimal = shrinker.current
@@ -287,6 +443,7 @@ def search_schedules(
         runner.results[minimal.to_msgpack()].verdicts,
         shrink_complete=complete,
         runs_to_find=runs_to_find,
+        find_s=find_s,
     )
 
 
@@ -295,8 +452,10 @@ __all__ = [
     "DEFAULT_MAX_EXAMPLES",
     "DEFAULT_MAX_SHRINKS",
     "FRESH_TRIES",
+    "LAG_BATCHES",
     "SPACES",
     "WITNESS_REPLAYS",
+    "Lanes",
     "Outcome",
     "RunFn",
     "RunManyFn",

@@ -8,11 +8,12 @@ resume shrinking from, and the faults a trace shows applied.
 
 from __future__ import annotations
 
+import queue
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,12 +62,21 @@ def default_search_trace(scenario: str, variant: str) -> Path:
     return Path("traces") / f"search-{scenario}-{variant}.trace"
 
 
+@dataclass
+class Session:
+    """What the engine's thread gets from ``_on_executor``: the session's batch runner, and a
+    nursery on the trio thread where runs started one at a time (lanes) go."""
+
+    run_batch: BatchFn
+    nursery: trio.Nursery
+
+
 class _ScenarioRuns:
-    """``run_many(schedules)`` over a real scenario, on a ``LocalExecutor`` session's batch
-    runner (warm workers when the scenario allows, as ``chaos sweep``): each schedule is one
+    """``run_many(schedules)`` and ``Lanes`` over a real scenario, on a ``LocalExecutor``
+    session (warm workers when the scenario allows, as ``chaos sweep``): each schedule is one
     ``RunSpec`` with its temp trace; violating runs keep theirs. Called from the engine's
-    thread, it hands each batch to the trio thread (``trio.from_thread``); ``progress`` is
-    called on the trio thread."""
+    thread, it hands each batch (or each run, as lanes) to the trio thread
+    (``trio.from_thread``); ``progress`` is called on the trio thread."""
 
     def __init__(
         self,
@@ -75,31 +85,78 @@ class _ScenarioRuns:
         seed: int,
         trace_dir: Path,
         progress: Progress,
-        run_batch: BatchFn,
+        session: Session,
     ) -> None:
         self.scenario, self.variant, self.seed = scenario, variant, seed
-        self.trace_dir, self.progress, self.run_batch = trace_dir, progress, run_batch
+        self.trace_dir, self.progress = trace_dir, progress
+        self.run_batch, self.nursery = session.run_batch, session.nursery
         self.traces: dict[bytes, Path] = {}
         self.runs = 0
         #: Wall seconds of each batch, in order (bench/search.py reads them).
         self.batch_seconds: list[float] = []
         self.batch_sizes: list[int] = []
+        #: Lanes: (ticket, spec, schedule, outcome or the exception) of runs that ended.
+        self._ended: queue.SimpleQueue[tuple[int, RunSpec, FaultSchedule, Any]] = (
+            queue.SimpleQueue()
+        )
+        self._lane_traces: dict[int, tuple[bytes, Path]] = {}
+
+    def _spec(self, schedule: FaultSchedule) -> RunSpec:
+        self.runs += 1
+        return RunSpec(
+            scenario_arg(self.scenario),
+            self.seed,
+            (),
+            self.trace_dir,
+            self.variant,
+            trace_name=f"run-{self.runs}.trace",
+            schedule=schedule.to_dict(),
+        )
+
+    # -- lanes (the find): one run at a time, ending in any order -------------------------
+
+    def start(self, ticket: int, schedule: FaultSchedule) -> None:
+        spec = self._spec(schedule)
+        trio.from_thread.run_sync(self.nursery.start_soon, self._lane, ticket, spec, schedule)
+
+    async def _lane(self, ticket: int, spec: RunSpec, schedule: FaultSchedule) -> None:
+        # Whatever ends the run, the engine's thread hears of it (it waits in ``finished``):
+        # an error goes to it as the result; a cancellation (Ctrl-C) too, and on up here.
+        try:
+            (outcome,) = await self.run_batch([spec], None)
+        except Exception as exc:
+            self._ended.put((ticket, spec, schedule, exc))
+        except BaseException as exc:
+            self._ended.put((ticket, spec, schedule, exc))
+            raise
+        else:
+            self._ended.put((ticket, spec, schedule, outcome))
+
+    def finished(self) -> list[tuple[int, Outcome]]:
+        ended = [self._ended.get()]
+        while not self._ended.empty():
+            ended.append(self._ended.get())
+        results = []
+        for ticket, spec, schedule, got in ended:
+            if isinstance(got, BaseException):
+                self._drop(spec.trace)
+                raise got
+            (result,) = self._keep([spec], [schedule], [got])
+            if violations(result.verdicts):
+                self._lane_traces[ticket] = (schedule.to_msgpack(), spec.trace)
+            results.append((ticket, result))
+        return results
+
+    def forget(self, ticket: int) -> None:
+        key, trace = self._lane_traces.pop(ticket, (b"", None))
+        if trace is not None and self.traces.get(key) == trace:
+            del self.traces[key]
+            self._drop(trace)
+
+    # -- batches (shrinking, the witness) -------------------------------------------------
 
     def __call__(self, schedules: Sequence[FaultSchedule]) -> list[Outcome]:
-        specs = []
-        for schedule in schedules:
-            self.runs += 1
-            specs.append(
-                RunSpec(
-                    scenario_arg(self.scenario),
-                    self.seed,
-                    (),
-                    self.trace_dir,
-                    self.variant,
-                    trace_name=f"run-{self.runs}.trace",
-                    schedule=schedule.to_dict(),
-                )
-            )
+        specs = [self._spec(schedule) for schedule in schedules]
         done: list[str] = []
 
         def finished(outcome: RunOutcome) -> None:
@@ -111,6 +168,15 @@ class _ScenarioRuns:
         outcomes = trio.from_thread.run(self.run_batch, specs, finished)
         self.batch_seconds.append(time.monotonic() - started)
         self.batch_sizes.append(len(specs))
+        return self._keep(specs, schedules, outcomes)
+
+    def _keep(
+        self,
+        specs: Sequence[RunSpec],
+        schedules: Sequence[FaultSchedule],
+        outcomes: Sequence[RunOutcome],
+    ) -> list[Outcome]:
+        """The runs' verdicts; violating runs keep their traces, the others' are removed."""
         try:
             results = [self._outcome(s, o) for s, o in zip(specs, outcomes, strict=True)]
         except BaseException:
@@ -190,22 +256,22 @@ def _witness(found: SearchResult, runs: _ScenarioRuns, replays: int) -> SearchRe
                 dict(v.get("evidence") or {}))
         for v in trace.verdicts
     )  # fmt: skip
-    return replace(
-        found, schedule=chosen, verdicts=verdicts, fidelity=(again, replays), racy=racy
-    )
+    return replace(found, schedule=chosen, verdicts=verdicts, fidelity=(again, replays), racy=racy)
 
 
 def _on_executor(
-    scenario: Scenario, jobs: int, body: Callable[[BatchFn], _T], *, warm: bool | None = None
+    scenario: Scenario, jobs: int, body: Callable[[Session], _T], *, warm: bool | None = None
 ) -> _T:
-    """``body(run_batch)`` in a thread, while a ``LocalExecutor`` session of ``jobs`` workers
-    (warm when ``warm_for`` says so) runs its batches; under ``ground._signals``."""
+    """``body(session)`` in a thread, while a ``LocalExecutor`` session of ``jobs`` workers
+    (warm when ``warm_for`` says so) runs its batches and lanes; under ``ground._signals``.
+    Runs still under way when ``body`` returns or raises are waited for."""
     executor = LocalExecutor(warm=warm)
     probe = RunSpec(scenario_arg(scenario), 0, (), Path("."))
 
     async def main() -> _T:
         async with executor.session(jobs, warm_pool=executor.warm_for([probe])) as run_batch:
-            return await trio.to_thread.run_sync(body, run_batch)
+            async with trio.open_nursery() as nursery:
+                return await trio.to_thread.run_sync(body, Session(run_batch, nursery))
 
     return _signals.run(main)
 
@@ -305,9 +371,9 @@ def search_scenario(
     prefix = f"chaos-search-{scenario.id}-"
     with open_run_dir(prefix=prefix, parent=Path(tempfile.gettempdir())) as tmp:
 
-        def body(run_batch: BatchFn) -> tuple[SearchResult, _ScenarioRuns]:
+        def body(session: Session) -> tuple[SearchResult, _ScenarioRuns]:
             said = _from_trio(report)
-            runs = _ScenarioRuns(scenario, variant, seed, tmp, report, run_batch)
+            runs = _ScenarioRuns(scenario, variant, seed, tmp, report, session)
             found = search_schedules(
                 searched,
                 seed=seed,
@@ -318,6 +384,7 @@ def search_scenario(
                 start=start,
                 jobs=jobs,
                 run_many=runs,
+                lanes=runs,
             )
             if found.schedule is not None and replays:
                 found = _witness(found, runs, replays)

@@ -3,12 +3,13 @@ draws, the first violation in draw order, coverage across batches, budgets, dete
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 
 import pytest
 
 from chaos.scenario import load_scenario
-from chaos.search import Outcome, search_schedules
+from chaos.search import LAG_BATCHES, Outcome, search_schedules
 from faults.model import FaultEvent, FaultSchedule, OnConnection
 from faults.schedule import generate
 from ground.errors import ConfigError, ServiceError
@@ -179,3 +180,147 @@ def test_a_harness_error_in_a_batch_stops_the_search() -> None:
 def test_bad_jobs_are_refused(jobs: int) -> None:
     with pytest.raises(ConfigError, match="--jobs must be between 1 and 64"):
         search_schedules(PAYMENTS, lambda _s: [], jobs=jobs)
+
+
+# -- lanes: runs started one at a time, ending in any order ----------------------------------
+
+
+class Lanes:
+    """A ``Lanes`` whose runs end in an order drawn from ``order_seed`` (any of those under
+    way may end next, as parallel runs do). Records what was started, the most under way at
+    once, and what was forgotten."""
+
+    def __init__(
+        self,
+        violates: Callable[[FaultSchedule], bool],
+        order_seed: int,
+        fired: Callable[[FaultEvent], bool] | None = None,
+        fail_at: int | None = None,
+    ) -> None:
+        self.outcomes = Batches(violates, fired)
+        self.random = random.Random(order_seed)
+        self.under_way: dict[int, FaultSchedule] = {}
+        self.started: list[tuple[int, FaultSchedule]] = []
+        self.ended: list[int] = []
+        self.forgotten: list[int] = []
+        self.most = 0
+        self.fail_at = fail_at
+
+    def start(self, ticket: int, schedule: FaultSchedule) -> None:
+        assert ticket not in self.under_way
+        self.under_way[ticket] = schedule
+        self.started.append((ticket, schedule))
+        self.most = max(self.most, len(self.under_way))
+
+    def finished(self) -> list[tuple[int, Outcome]]:
+        assert self.under_way, "the engine waits for a run when none is under way: a hang"
+        ticket = self.random.choice(sorted(self.under_way))
+        schedule = self.under_way.pop(ticket)
+        self.ended.append(ticket)
+        if ticket == self.fail_at:
+            raise ServiceError("postgres exited with code 1 during setup")
+        return [(ticket, self.outcomes.one(schedule))]
+
+    def forget(self, ticket: int) -> None:
+        self.forgotten.append(ticket)
+
+
+def test_lanes_find_the_same_schedule_whichever_run_ends_first() -> None:
+    # violated by the 11th and 19th draws: the 11th is the find however the runs end
+    first = draws(7, 40)
+    bad = {first[10], first[18]}
+    seen = set()
+    for order_seed in range(12):
+        lanes = Lanes(lambda s: s.events in bad, order_seed)
+        result = search_schedules(PAYMENTS, seed=7, max_shrinks=0, jobs=8, lanes=lanes)
+        assert result.found
+        assert result.schedule is not None
+        assert result.schedule.events == first[10]
+        assert result.runs_to_find == 11  # counted to the find, not to the end of a batch
+        assert lanes.most == 8  # never more than jobs under way, and kept full
+        assert not lanes.under_way  # runs past the find were waited for
+        assert sorted(lanes.forgotten) == [t for t, _ in lanes.started if t > 10]
+        seen.add(tuple(t for t, _ in lanes.started[:11]))
+    assert seen == {tuple(range(11))}  # the same draws, in the same order, as jobs=1 makes
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_lanes_draw_the_same_schedules_for_any_order_of_ends(seed: int) -> None:
+    def silent(e: FaultEvent) -> bool:
+        return isinstance(e.trigger, OnConnection) and e.trigger.link != "worker-1-store"
+
+    tried = set()
+    for order_seed in range(8):
+        lanes = Lanes(lambda _s: False, order_seed, fired=lambda e: not silent(e))
+        result = search_schedules(LEASES, seed=seed, max_examples=60, jobs=4, lanes=lanes)
+        assert not result.found
+        assert result.tried == 60
+        tried.add(tuple(s.to_msgpack() for _, s in lanes.started))
+    assert len(tried) == 1
+
+
+def test_lanes_learn_coverage_two_windows_late() -> None:
+    def silent(e: FaultEvent) -> bool:
+        return isinstance(e.trigger, OnConnection) and e.trigger.link != "worker-1-store"
+
+    jobs = 4
+    lanes = Lanes(lambda _s: False, 5, fired=lambda e: not silent(e))
+    search_schedules(LEASES, seed=4, max_examples=80, jobs=jobs, lanes=lanes)
+    lowest: dict[str, int] = {}
+    skipped = 0
+    for ticket, schedule in lanes.started:
+        known = ticket - LAG_BATCHES * jobs  # runs before this one are learned
+        for event in schedule.events:
+            trigger = event.trigger
+            if isinstance(trigger, OnConnection) and silent(event):
+                assert trigger.n < lowest.get(trigger.link, trigger.n + 1) or known < 0
+        if known >= 0:
+            for event in lanes.started[known][1].events:
+                trigger = event.trigger
+                if isinstance(trigger, OnConnection) and silent(event):
+                    lowest[trigger.link] = min(lowest.get(trigger.link, trigger.n), trigger.n)
+                    skipped += 1
+    assert skipped, "the fake never drew a silent trigger: the test proves nothing"
+
+
+def test_a_harness_error_in_a_lane_stops_the_search() -> None:
+    lanes = Lanes(lambda _s: False, 1, fail_at=5)
+    with pytest.raises(ServiceError) as info:
+        search_schedules(PAYMENTS, seed=0, jobs=4, lanes=lanes)
+    assert any(note.startswith("chaos search stopped at run") for note in info.value.__notes__)
+
+
+def test_lanes_shrink_in_batches_after_the_find() -> None:
+    def violates(s: FaultSchedule) -> bool:
+        kinds = {e.kind for e in s.events}
+        return "redeliver" in kinds and "latency" in kinds
+
+    lanes = Lanes(violates, 2)
+    result = search_schedules(
+        PAYMENTS, seed=2, max_shrinks=60, jobs=8, run_many=lanes.outcomes, lanes=lanes
+    )
+    assert result.found
+    assert result.schedule is not None
+    assert sorted(e.kind for e in result.schedule.events) == ["latency", "redeliver"]
+    assert result.tried == len(lanes.started) + len(lanes.outcomes.calls)  # every run spent
+    assert result.runs_to_find <= len(lanes.started)
+    assert lanes.outcomes.batches  # the shrink went through run_many
+
+
+def test_one_lane_is_the_sequential_search() -> None:
+    def silent(e: FaultEvent) -> bool:
+        return isinstance(e.trigger, OnConnection) and e.trigger.link != "worker-1-store"
+
+    plain = Batches(lambda _s: False, fired=lambda e: not silent(e))
+    calls: list[FaultSchedule] = []
+
+    def run(schedule: FaultSchedule) -> Outcome:
+        calls.append(schedule)
+        return plain.one(schedule)
+
+    lanes = Lanes(lambda _s: False, 0, fired=lambda e: not silent(e))
+    a = search_schedules(LEASES, run, seed=5, max_examples=60, max_shrinks=0)
+    b = search_schedules(LEASES, seed=5, max_examples=60, max_shrinks=0, jobs=1, lanes=lanes)
+    assert a == b
+    assert len(calls) == 60
+    assert [s.to_msgpack() for s in calls] == [s.to_msgpack() for _, s in lanes.started]
