@@ -68,51 +68,38 @@ def describe_schedule(schedule: FaultSchedule) -> str:
     return "\n".join(lines) or "none"
 
 
-class ChaosRun:
-    """One finished run of a scenario, to assert on: verdicts, final state, side effects."""
+class _Answers:
+    """What a test asks of a finished run, shared by ``ChaosRun`` (a run ``env.run`` made)
+    and ``ChaosEnv`` (the run ``run_until_settled`` made): settled, final state, history,
+    trace, verdicts and side effects, all read from ``_answered()``."""
 
-    def __init__(self, scenario: Scenario, result: RunResult) -> None:
-        self.scenario = scenario
-        self.result = result
+    scenario: Scenario
 
-    def __repr__(self) -> str:
-        outcome = "held" if self.result.held else "violated"
-        return f"<ChaosRun {self.scenario.id} {self.result.variant} {outcome}: {self.trace}>"
-
-    @property
-    def schedule(self) -> FaultSchedule:
-        return self.result.schedule
+    def _answered(self) -> RunResult:
+        raise NotImplementedError
 
     @property
     def settled(self) -> bool:
-        return self.result.settled
+        return self._answered().settled
 
     @property
     def final_state(self) -> dict[str, Any]:
-        return self.result.final_state
+        return self._answered().final_state
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        return self.result.history
+        return self._answered().history
 
     @property
     def trace(self) -> Path:
-        return self.result.trace
-
-    @property
-    def verdicts(self) -> list[Verdict]:
-        return self.result.verdicts
-
-    @property
-    def violated(self) -> list[Verdict]:
-        """The invariants that did not hold (``valid`` False; unknown is no violation)."""
-        return [v for v in self.result.verdicts if v.valid is False]
+        return self._answered().trace
 
     def verdict(self, invariant: str) -> Verdict:
-        for verdict in self.result.verdicts:
+        verdicts = self._answered().verdicts
+        for verdict in verdicts:
             if verdict.name == invariant:
                 return verdict
-        checked = ", ".join(v.name for v in self.result.verdicts)
+        checked = ", ".join(v.name for v in verdicts)
         raise ConfigError(f"no verdict {invariant!r} (checked: {checked})")
 
     def holds(self, invariant: str) -> bool:
@@ -135,6 +122,34 @@ class ChaosRun:
         (``Scenario.consistency``; by default all of its invariants)."""
         return all(self.holds(name) for name in self.scenario.consistency_invariants())
 
+
+class ChaosRun(_Answers):
+    """One finished run of a scenario, to assert on: verdicts, final state, side effects."""
+
+    def __init__(self, scenario: Scenario, result: RunResult) -> None:
+        self.scenario = scenario
+        self.result = result
+
+    def _answered(self) -> RunResult:
+        return self.result
+
+    def __repr__(self) -> str:
+        outcome = "held" if self.result.held else "violated"
+        return f"<ChaosRun {self.scenario.id} {self.result.variant} {outcome}: {self.trace}>"
+
+    @property
+    def schedule(self) -> FaultSchedule:
+        return self.result.schedule
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        return self.result.verdicts
+
+    @property
+    def violated(self) -> list[Verdict]:
+        """The invariants that did not hold (``valid`` False; unknown is no violation)."""
+        return [v for v in self.result.verdicts if v.valid is False]
+
     def reproduction(self) -> str:
         """The trace, the faults and the ``chaos replay`` command that runs them again."""
         trace = self.trace.resolve()
@@ -150,7 +165,7 @@ class ChaosRun:
         )
 
 
-class ChaosEnv:
+class ChaosEnv(_Answers):
     """One scenario run, set up by a test: inject faults, run, then assert."""
 
     def __init__(
@@ -300,40 +315,8 @@ class ChaosEnv:
             raise ConfigError("call run_until_settled first")
         return self._result
 
-    @property
-    def _done(self) -> ChaosRun:
-        return ChaosRun(self.scenario, self.result)
-
-    @property
-    def settled(self) -> bool:
-        return self.result.settled
-
-    @property
-    def final_state(self) -> dict[str, Any]:
-        return self.result.final_state
-
-    @property
-    def history(self) -> list[dict[str, Any]]:
-        return self.result.history
-
-    @property
-    def trace(self) -> Path:
-        return self.result.trace
-
-    def verdict(self, invariant: str) -> Verdict:
-        return self._done.verdict(invariant)
-
-    def holds(self, invariant: str) -> bool:
-        return self._done.holds(invariant)
-
-    def side_effects(self, name: str) -> Counter[str]:
-        """How often side effect ``name`` happened, per key (e.g. per order id)."""
-        return self._done.side_effects(name)
-
-    def side_effect_count(self, name: str, key: str | None = None) -> int:
-        """How often ``name`` happened for ``key``; without a key, the most it happened
-        for any one key (so ``== 1`` means no key got it twice)."""
-        return self._done.side_effect_count(name, key)
+    def _answered(self) -> RunResult:
+        return self.result
 
     def reproduction(self) -> str | None:
         """What a failing test's report adds (the pytest plugin): the trace, the seed and the
@@ -357,11 +340,6 @@ class ChaosEnv:
             f"replay:   chaos replay {shlex.quote(str(trace))}",
         ]
         return "\n".join(lines)
-
-    def final_state_is_consistent(self) -> bool:
-        """Every invariant the scenario counts as "the final state is consistent" held
-        (``Scenario.consistency``; by default all of its invariants)."""
-        return self._done.final_state_is_consistent()
 
 
 def _note(run: ChaosRun) -> None:
