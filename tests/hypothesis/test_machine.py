@@ -74,7 +74,11 @@ def redelivered_twice(schedule: FaultSchedule) -> list[Verdict]:
     return [Verdict.holds("exactly_once", "each order once.")]
 
 
+#: Derandomized, as Hypothesis's ``ci`` profile is (CI sets ``CI``): the same examples on every
+#: run, so a test of what the machine finds does not depend on the luck of one run's draws
+#: (without it, one local CI rehearsal in several found no violating example in 40).
 QUICK = settings(
+    derandomize=True,
     max_examples=40,
     stateful_step_count=6,
     deadline=None,
