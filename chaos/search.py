@@ -336,7 +336,7 @@ def _find_in_lanes(
             if found is not None and all(ticket > found for ticket in under_way):
                 break
     except Exception as exc:
-        exc.add_note(f"chaos search stopped at run {max(results, default=-1) + 2}")
+        exc.add_note(f"chaos search stopped with {len(drawn)} runs started, {len(results)} ended")
         raise
     found_s = time.monotonic() - started
     while under_way:  # past the find: waited for, not used

@@ -287,7 +287,9 @@ def test_a_harness_error_in_a_lane_stops_the_search() -> None:
     lanes = Lanes(lambda _s: False, 1, fail_at=5)
     with pytest.raises(ServiceError) as info:
         search_schedules(PAYMENTS, seed=0, jobs=4, lanes=lanes)
-    assert any(note.startswith("chaos search stopped at run") for note in info.value.__notes__)
+    notes = [n for n in info.value.__notes__ if n.startswith("chaos search stopped with ")]
+    assert len(notes) == 1
+    assert notes[0].endswith(" ended")
 
 
 def test_lanes_shrink_in_batches_after_the_find() -> None:
