@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -218,27 +218,52 @@ class _Coverage:
         return key is None or key[2] < self.silent.get(key[:2], key[2] + 1)
 
 
+class _Draws:
+    """The find's draws, in order: ``generate(space, seed_i)`` for i = 0, 1, ..., less the
+    faults ``coverage`` knows will not fire; a draw left with no fault, or one already
+    ``taken``, is skipped (at most ``_SKIPS_PER_EXAMPLE`` draws per example in all)."""
+
+    def __init__(
+        self, space: FaultSpace, seed: int, coverage: _Coverage, max_examples: int
+    ) -> None:
+        self.space, self.seed, self.coverage = space, seed, coverage
+        self.i, self.limit = 0, max_examples * _SKIPS_PER_EXAMPLE
+
+    @property
+    def exhausted(self) -> bool:
+        return self.i >= self.limit
+
+    def next(self, taken: Callable[[bytes], bool]) -> tuple[bytes, FaultSchedule] | None:
+        """The next schedule not ``taken`` (by its canonical bytes), with its bytes."""
+        while self.i < self.limit:
+            seed_i = derive_seed(self.seed, "search", self.i) % (SEED_MAX + 1)
+            events = generate(self.space, seed_i).events
+            self.i += 1
+            live = [event for event in events if self.coverage.fires(event)]
+            if len(live) < max(self.space.min_events, 1 if events else 0):
+                continue  # every fault of it is known not to fire: a no-fault run
+            schedule = assemble(self.space, self.seed, live)
+            key = schedule.to_msgpack()
+            if not taken(key):
+                return key, schedule
+        return None
+
+
 def _find(
     space: FaultSpace, runner: _Runner, seed: int, max_examples: int, jobs: int = 1
 ) -> FaultSchedule | None:
     """Draw schedules, ``jobs`` at a time, until one violates or ``max_examples`` runs were
     spent; the first violating one in draw order is the find, whichever run ended first."""
     coverage = _Coverage()
-    limit, i = max_examples * _SKIPS_PER_EXAMPLE, 0
-    while i < limit and runner.runs < max_examples:
+    draws = _Draws(space, seed, coverage, max_examples)
+    while not draws.exhausted and runner.runs < max_examples:
         batch: dict[bytes, FaultSchedule] = {}
         wanted = min(jobs, max_examples - runner.runs)
-        while len(batch) < wanted and i < limit:
-            drawn = generate(space, derive_seed(seed, "search", i) % (SEED_MAX + 1)).events
-            i += 1
-            live = [event for event in drawn if coverage.fires(event)]
-            if len(live) < max(space.min_events, 1 if drawn else 0):
-                continue  # every fault of it is known not to fire: a no-fault run
-            schedule = assemble(space, seed, live)
-            key = schedule.to_msgpack()
-            if key in runner.results or key in batch:
-                continue
-            batch[key] = schedule
+        while len(batch) < wanted:
+            drawn = draws.next(lambda key: key in runner.results or key in batch)  # noqa: B023
+            if drawn is None:
+                break
+            batch[drawn[0]] = drawn[1]
         if not batch:
             return None
         schedules = list(batch.values())
@@ -279,7 +304,7 @@ def _find_in_lanes(
     violating schedule in draw order (and the seconds until it was known), or None."""
     coverage = _Coverage()
     lag = 0 if jobs == 1 else LAG_BATCHES * jobs
-    limit, i = max_examples * _SKIPS_PER_EXAMPLE, 0
+    draws = _Draws(space, seed, coverage, max_examples)
     drawn: list[FaultSchedule] = []
     keys: set[bytes] = set(runner.results)
     results: dict[int, Outcome] = {}
@@ -288,19 +313,11 @@ def _find_in_lanes(
     started = time.monotonic()
 
     def draw() -> FaultSchedule | None:
-        nonlocal i
-        while i < limit:
-            events = generate(space, derive_seed(seed, "search", i) % (SEED_MAX + 1)).events
-            i += 1
-            live = [event for event in events if coverage.fires(event)]
-            if len(live) < max(space.min_events, 1 if events else 0):
-                continue  # every fault of it is known not to fire: a no-fault run
-            schedule = assemble(space, seed, live)
-            key = schedule.to_msgpack()
-            if key not in keys:
-                keys.add(key)
-                return schedule
-        return None
+        taken = draws.next(keys.__contains__)
+        if taken is None:
+            return None
+        keys.add(taken[0])
+        return taken[1]
 
     try:
         while True:
