@@ -194,7 +194,7 @@ def connect(address: str = LOCAL) -> bool:
         # timing would drift. A local instance runs them at the caller's priority.
         options["_system_config"] = {"worker_niceness": 0}
     try:
-        with _quiet_stderr(), _loopback_kept(ray, where), _sigterm_kept(ray):
+        with _quiet_stderr(), _loopback_kept(ray, where), _sigterm_kept(ray, address == LOCAL):
             ray.init(address=address, **options)  # (_quiet_stderr: Ray's notes)
     except Exception as exc:  # ConnectionError, RuntimeError, ValueError...: all one line
         lines = str(exc).strip().splitlines()
@@ -206,7 +206,7 @@ def connect(address: str = LOCAL) -> bool:
 
 
 @contextmanager
-def _sigterm_kept(ray: ModuleType) -> Iterator[None]:
+def _sigterm_kept(ray: ModuleType, local: bool) -> Iterator[None]:
     """``ray.init`` replaces SIGTERM's handler with ``sys.exit(15)``: the harness's handler
     (``ground._signals``: clean up, exit 143) is put back when it returns, and a SIGTERM that
     Ray's caught meanwhile stops the command as the harness's would (Ray shut down first)."""
@@ -216,7 +216,7 @@ def _sigterm_kept(ray: ModuleType) -> Iterator[None]:
     except BaseException as exc:  # a failed init, or a signal: never leave it half-started
         signal.signal(signal.SIGTERM, kept)
         with _signals.deferred(), contextlib.suppress(Exception):
-            _shutdown(ray)  # (a half-initialised core worker aborts the process at exit)
+            _shutdown(ray, local)  # (a half-initialised core worker aborts the process at exit)
         if isinstance(exc, SystemExit) and exc.code == signal.SIGTERM:
             _signals.caught(signal.SIGTERM)  # raises Interrupted (noted as the harness's own)
         raise
@@ -240,13 +240,15 @@ def _ray_processes(ray: ModuleType) -> list[psutil.Process]:
     return found
 
 
-def _shutdown(ray: ModuleType) -> None:
+def _shutdown(ray: ModuleType, local: bool) -> None:
     """``ray.shutdown``, then nothing of a local instance left running. Ray stops the
     servers it started itself, but not what they started in turn: a raylet's dashboard and
     runtime-env agents, still importing on a loaded machine when their raylet is killed, run
     on for seconds before they look for their parent (seen: alive after the command ended).
-    The processes Ray's shutdown leaves are SIGKILLed and reaped here."""
-    before = _ray_processes(ray)
+    The processes Ray's shutdown leaves are SIGKILLed here, for a ``local``
+    instance ``connect`` started only: the nodes of a cluster this process started itself
+    (``ray.cluster_utils``) and joined by address are not this command's to stop."""
+    before = _ray_processes(ray) if local else []
     ray.shutdown()
     left = [p for p in before if p.is_running()]
     for proc in left:
@@ -277,7 +279,7 @@ def disconnect() -> None:
     its session folder (``/tmp/ray/session_*``: logs, sockets) is removed."""
     ray = import_ray()
     if ray.is_initialized():
-        _shutdown(ray)
+        _shutdown(ray, local=bool(_local_sessions))
     # Ray SIGKILLs what its workers started (their `chaos run` children): the runs of the
     # tasks it cut short (Ctrl-C, SIGTERM of the command) are reaped here, not later.
     from chaos.services.registry import collect_quietly

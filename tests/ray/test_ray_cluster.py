@@ -184,3 +184,18 @@ def test_validate_on_the_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
         assert Path(run["trace"]).parent == out
         assert Path(run["trace"]).is_file()
     assert list(out.glob("*.replay-*.trace"))  # the replays' traces came back
+
+
+def test_leaving_a_cluster_this_process_started_leaves_its_nodes_running(
+    cluster: LocalCluster,
+) -> None:
+    """``disconnect`` stops what a local instance ``connect`` started left running (its
+    agents); a cluster this process started itself and joined by address is not its own."""
+    nodes = [cluster.head, *cluster.workers]
+    raylets = [psutil.Process(cluster.raylet_pid(node)) for node in nodes]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert connect(cluster.address)
+    disconnect()
+    assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in raylets)
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert before <= after, sorted(before - after)
