@@ -40,6 +40,11 @@ def violations(verdicts: Sequence[Verdict], invariant: str | None = None) -> lis
     return [v for v in verdicts if v.valid is False and invariant in (None, v.name)]
 
 
+def as_outcome(raw: Sequence[Verdict] | Outcome) -> Outcome:
+    """A run function's result as an ``Outcome`` (verdicts alone: which faults fired unknown)."""
+    return raw if isinstance(raw, Outcome) else Outcome(tuple(raw))
+
+
 def faults(count: int) -> str:
     return f"{count} fault" if count == 1 else f"{count} faults"
 
@@ -104,7 +109,7 @@ class _Runner:
                 exc.add_note(f"chaos search stopped at {where}")
                 raise
             for key, raw in zip(todo, raws, strict=True):
-                outcome = raw if isinstance(raw, Outcome) else Outcome(tuple(raw))
+                outcome = as_outcome(raw)
                 ran[key] = outcome
                 if key not in self.results or self.violates(outcome):  # a violation: keep
                     self.results[key] = outcome

@@ -63,6 +63,7 @@ from chaos._shrink import (
     RunManyFn,
     _Runner,
     _Shrinker,
+    as_outcome,
     faults,
     violations,
 )
@@ -309,7 +310,7 @@ def _find_in_lanes(
     keys: set[bytes] = set(runner.results)
     results: dict[int, Outcome] = {}
     under_way: set[int] = set()
-    learned, found, exhausted = 0, None, False
+    learned, found = 0, None
     started = time.monotonic()
 
     def draw() -> FaultSchedule | None:
@@ -323,7 +324,7 @@ def _find_in_lanes(
         while True:
             while (
                 found is None
-                and not exhausted
+                and not draws.exhausted
                 and len(under_way) < jobs
                 and len(drawn) < max_examples
                 and all(k in results for k in range(learned, len(drawn) - lag))
@@ -333,7 +334,6 @@ def _find_in_lanes(
                     learned += 1
                 schedule = draw()
                 if schedule is None:
-                    exhausted = True
                     break
                 drawn.append(schedule)
                 under_way.add(len(drawn) - 1)
@@ -346,7 +346,7 @@ def _find_in_lanes(
                 break
             for ticket, raw in lanes.finished():
                 under_way.discard(ticket)
-                outcome = raw if isinstance(raw, Outcome) else Outcome(tuple(raw))
+                outcome = as_outcome(raw)
                 results[ticket] = outcome
                 if runner.violates(outcome) and (found is None or ticket < found):
                     found = ticket
@@ -382,23 +382,6 @@ class _Found:
     runs: int
 
 
-def _batches_in(lanes: Lanes) -> RunManyFn:
-    """A ``run_many`` on ``lanes`` (the shrink's batches, when only lanes were given): each
-    batch started whole and waited for, its results in its order."""
-    tickets = iter(range(1 << 40, 1 << 62))
-
-    def run_many(schedules: Sequence[FaultSchedule]) -> list[Sequence[Verdict] | Outcome]:
-        order = [next(tickets) for _ in schedules]
-        for ticket, schedule in zip(order, schedules, strict=True):
-            lanes.start(ticket, schedule)
-        ended: dict[int, Sequence[Verdict] | Outcome] = {}
-        while len(ended) < len(order):
-            ended.update(lanes.finished())
-        return [ended[ticket] for ticket in order]
-
-    return run_many
-
-
 def search_schedules(
     space: FaultSpace,
     run: RunFn | None = None,
@@ -420,17 +403,15 @@ def search_schedules(
 
     ``jobs``: runs under way at once while finding (single-event removals tried per batch
     while shrinking); ``run_many`` runs a batch (default: ``run`` on each in turn). Give
-    ``run`` or ``run_many``. ``lanes``: the find starts each run as another ends (see
-    ``Lanes``) instead of running batches. The schedules tried depend on ``jobs``: the same
-    ``seed`` and ``jobs`` give the same search.
+    ``run`` or ``run_many`` (the shrink's batches). ``lanes``: the find starts each run as
+    another ends (see ``Lanes``) instead of running batches. The schedules tried depend on
+    ``jobs``: the same ``seed`` and ``jobs`` give the same search.
     """
     check_budget(max_examples, max_shrinks)
     check_jobs(jobs)
-    if run_many is None and lanes is not None:
-        run_many = _batches_in(lanes)
     if run_many is None:
         if run is None:
-            raise TypeError("search_schedules needs run, run_many or lanes")
+            raise TypeError("search_schedules needs run or run_many")
         one = run
         run_many = lambda batch: [one(schedule) for schedule in batch]  # noqa: E731
     runner = _Runner(run_many, invariant, max_shrinks, progress or (lambda _message: None))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import queue
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -92,9 +91,6 @@ class _ScenarioRuns:
         self.run_batch, self.nursery = session.run_batch, session.nursery
         self.traces: dict[bytes, Path] = {}
         self.runs = 0
-        #: Wall seconds of each batch, in order (bench/search.py reads them).
-        self.batch_seconds: list[float] = []
-        self.batch_sizes: list[int] = []
         #: Lanes: (ticket, spec, schedule, outcome or the exception) of runs that ended.
         self._ended: queue.SimpleQueue[tuple[int, RunSpec, FaultSchedule, Any]] = (
             queue.SimpleQueue()
@@ -164,10 +160,7 @@ class _ScenarioRuns:
             self.progress(f"{len(done)}/{len(specs)} of runs {self.runs - len(specs) + 1}-"
                           f"{self.runs} done ({done.count('violated')} violated)")  # fmt: skip
 
-        started = time.monotonic()
         outcomes = trio.from_thread.run(self.run_batch, specs, finished)
-        self.batch_seconds.append(time.monotonic() - started)
-        self.batch_sizes.append(len(specs))
         return self._keep(specs, schedules, outcomes)
 
     def _keep(

@@ -28,6 +28,7 @@ schedule by many draws while it shrinks; ``fresh=True`` runs it again).
 from __future__ import annotations
 
 import shlex
+from abc import ABC, abstractmethod
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,15 +69,16 @@ def describe_schedule(schedule: FaultSchedule) -> str:
     return "\n".join(lines) or "none"
 
 
-class _Answers:
+class _Answers(ABC):
     """What a test asks of a finished run, shared by ``ChaosRun`` (a run ``env.run`` made)
     and ``ChaosEnv`` (the run ``run_until_settled`` made): settled, final state, history,
     trace, verdicts and side effects, all read from ``_answered()``."""
 
     scenario: Scenario
 
+    @abstractmethod
     def _answered(self) -> RunResult:
-        raise NotImplementedError
+        """The finished run the answers are read from."""
 
     @property
     def settled(self) -> bool:

@@ -232,7 +232,9 @@ def test_lanes_find_the_same_schedule_whichever_run_ends_first() -> None:
     seen = set()
     for order_seed in range(12):
         lanes = Lanes(lambda s: s.events in bad, order_seed)
-        result = search_schedules(PAYMENTS, seed=7, max_shrinks=0, jobs=8, lanes=lanes)
+        result = search_schedules(
+            PAYMENTS, seed=7, max_shrinks=0, jobs=8, run_many=lanes.outcomes, lanes=lanes
+        )
         assert result.found
         assert result.schedule is not None
         assert result.schedule.events == first[10]
@@ -252,7 +254,9 @@ def test_lanes_draw_the_same_schedules_for_any_order_of_ends(seed: int) -> None:
     tried = set()
     for order_seed in range(8):
         lanes = Lanes(lambda _s: False, order_seed, fired=lambda e: not silent(e))
-        result = search_schedules(LEASES, seed=seed, max_examples=60, jobs=4, lanes=lanes)
+        result = search_schedules(
+            LEASES, seed=seed, max_examples=60, jobs=4, run_many=lanes.outcomes, lanes=lanes
+        )
         assert not result.found
         assert result.tried == 60
         tried.add(tuple(s.to_msgpack() for _, s in lanes.started))
@@ -265,7 +269,9 @@ def test_lanes_learn_coverage_two_windows_late() -> None:
 
     jobs = 4
     lanes = Lanes(lambda _s: False, 5, fired=lambda e: not silent(e))
-    search_schedules(LEASES, seed=4, max_examples=80, jobs=jobs, lanes=lanes)
+    search_schedules(
+        LEASES, seed=4, max_examples=80, jobs=jobs, run_many=lanes.outcomes, lanes=lanes
+    )
     lowest: dict[str, int] = {}
     skipped = 0
     for ticket, schedule in lanes.started:
@@ -286,7 +292,7 @@ def test_lanes_learn_coverage_two_windows_late() -> None:
 def test_a_harness_error_in_a_lane_stops_the_search() -> None:
     lanes = Lanes(lambda _s: False, 1, fail_at=5)
     with pytest.raises(ServiceError) as info:
-        search_schedules(PAYMENTS, seed=0, jobs=4, lanes=lanes)
+        search_schedules(PAYMENTS, seed=0, jobs=4, run_many=lanes.outcomes, lanes=lanes)
     notes = [n for n in info.value.__notes__ if n.startswith("chaos search stopped with ")]
     assert len(notes) == 1
     assert notes[0].endswith(" ended")
@@ -322,7 +328,15 @@ def test_one_lane_is_the_sequential_search() -> None:
 
     lanes = Lanes(lambda _s: False, 0, fired=lambda e: not silent(e))
     a = search_schedules(LEASES, run, seed=5, max_examples=60, max_shrinks=0)
-    b = search_schedules(LEASES, seed=5, max_examples=60, max_shrinks=0, jobs=1, lanes=lanes)
+    b = search_schedules(
+        LEASES,
+        seed=5,
+        max_examples=60,
+        max_shrinks=0,
+        jobs=1,
+        run_many=lanes.outcomes,
+        lanes=lanes,
+    )
     assert a == b
     assert len(calls) == 60
     assert [s.to_msgpack() for s in calls] == [s.to_msgpack() for _, s in lanes.started]
