@@ -172,6 +172,11 @@ class Leases(Scenario):
     )
     settle_timeout_s = 20.0
     own_postgres = "it creates roles and requires passwords"
+    # Its state: tables of one database and the roles its run creates, which a warm worker
+    # drops with the run's database (docs/sweep.md, "Warm workers").
+    warm_services = True
+    # What its services import (docs/sweep.md, "The zygote"), forked on warm workers.
+    zygote_preload = ("asyncio", "json", "http.server", "psycopg", "psycopg.sql", "ground.jsonhttp")
 
     async def setup(self, ctx: RunContext) -> None:
         store_port = free_port()
