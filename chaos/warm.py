@@ -7,7 +7,8 @@
     chaos.warm (here)        WarmServices: one registered run dir "chaos-warm-*": postgres + nats
                  per run: CREATE DATABASE run_N TEMPLATE chaos_template   (fresh tables)
                           the run's own services, proxies, run dir, trace (as a cold run)
-                          then: DROP DATABASE run_N WITH (FORCE), delete every stream,
+                          then: DROP DATABASE WITH (FORCE) run_N and any other the run
+                          made, DROP ROLE each role it made, delete every stream,
                           and wait until nothing of the run is left (``check_clean``)
 
 A cold run (``chaos run``) pays for an interpreter, the harness's imports, a copy of the
@@ -128,6 +129,20 @@ def _drop_roles(dsn: str) -> None:
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
+def _drop_databases(dsn: str) -> None:
+    """Drop every database but the kept ones (``WITH (FORCE)``: their sessions end)."""
+    from psycopg import sql
+
+    for (database,) in _sql(dsn, "SELECT datname FROM pg_database"):
+        if str(database) not in _KEEP_DBS:
+            with psycopg_connect(dsn) as conn:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(str(database))
+                    )
+                )
+
+
 def psycopg_connect(dsn: str) -> Any:
     import psycopg
 
@@ -216,12 +231,8 @@ class WarmServices:
         async def drop() -> None:
             # Bounded even if the server hangs: the thread is left behind after 10 s.
             with trio.CancelScope(shield=True), trio.move_on_after(CLEAN_TIMEOUT_S):
-                await trio.to_thread.run_sync(
-                    _sql,
-                    self.pg.dsn,
-                    f"DROP DATABASE IF EXISTS {name} WITH (FORCE)",
-                    abandon_on_cancel=True,
-                )
+                # Its database, and any other the run created (a database per tenant).
+                await trio.to_thread.run_sync(_drop_databases, self.pg.dsn, abandon_on_cancel=True)
                 # Roles are cluster-wide: those the run made (its programs' roles) go too.
                 await trio.to_thread.run_sync(_drop_roles, self.pg.dsn, abandon_on_cancel=True)
 

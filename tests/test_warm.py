@@ -19,6 +19,7 @@ import psutil
 import psycopg
 import pytest
 import trio
+from psycopg.conninfo import make_conninfo
 
 from chaos.services import default_run_parent, open_run_dir
 from chaos.warm import WarmServices, open_warm_services
@@ -56,15 +57,20 @@ def _sql(dsn: str, sql: str) -> list[tuple[Any, ...]]:
 async def _a_run_leaving_everything(
     warm: WarmServices, stack: AsyncExitStack, outer: AsyncExitStack
 ) -> None:
-    """Tables, rows, an open database connection, a stream with messages and a durable
+    """Tables, rows, an open database connection, a database of its own making (tenants
+    makes one per tenant) with a connection to it, a stream with messages and a durable
     consumer with unacked deliveries: everything a run could leave behind."""
     pg = await warm.postgres(_Run(stack))  # type: ignore[arg-type]
     nats_service = await warm.nats_for(_Run(stack))  # type: ignore[arg-type]
     await trio.to_thread.run_sync(
         _sql, pg.dsn, "CREATE TABLE charges (order_id text); INSERT INTO charges VALUES ('o-1')"
     )
+    await trio.to_thread.run_sync(_sql, pg.dsn, "CREATE DATABASE tenant_a")
     held = await trio.to_thread.run_sync(lambda: psycopg.connect(pg.dsn, autocommit=True))
     outer.callback(held.close)  # still open when the run's database is dropped
+    other = make_conninfo(pg.dsn, dbname="tenant_a")
+    held_other = await trio.to_thread.run_sync(lambda: psycopg.connect(other, autocommit=True))
+    outer.callback(held_other.close)
 
     def use_nats() -> None:
         import asyncio
@@ -83,8 +89,8 @@ async def _a_run_leaving_everything(
 
     await trio.to_thread.run_sync(use_nats)
     found = await warm.leftovers()
-    assert found.databases == [pg.database]
-    assert found.pg_connections >= 1
+    assert found.databases == sorted([pg.database, "tenant_a"])
+    assert found.pg_connections >= 2
     assert (found.streams, found.consumers, found.messages) == (1, 1, 2)
 
 

@@ -227,6 +227,11 @@ class Tenants(Scenario):
         private_sections=("The golden implementation", "Variants", "Reproducibility"),
     )
     settle_timeout_s = 8.0
+    # Its state: a database and two roles per tenant, which a warm worker drops when the run
+    # ends (docs/sweep.md, "Warm workers").
+    warm_services = True
+    # What its service imports (docs/sweep.md, "The zygote"), forked on warm workers.
+    zygote_preload = ("asyncio", "json", "psycopg", "psycopg.errors", "psycopg.sql")
 
     async def setup(self, ctx: RunContext) -> None:
         pg = await ctx.postgres()
