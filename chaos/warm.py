@@ -18,9 +18,9 @@ JetStream with no stream, consumer, message or connection of an earlier run: ``c
 checks it before every run and the worker refuses to go on (``ServiceError``) otherwise.
 
 Only scenarios that ask for it (``Scenario.warm_services = True``) get the warm services:
-a fresh database isolates tables, and the roles a run made are dropped with what they own,
-but nothing else of the cluster is reset (other databases, settings), and the warm servers
-are nobody's fault target. Others still run in the worker (no interpreter start),
+a fresh database isolates tables, and every other database and role a run made is dropped
+(the roles with what they own), but nothing else of the cluster is reset (tablespaces,
+settings), and the warm servers are nobody's fault target. Others still run in the worker (no interpreter start),
 with services of their own.
 
 This module is the kept services alone, below the run (``RunOptions.warm`` takes them); the
