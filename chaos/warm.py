@@ -20,8 +20,8 @@ checks it before every run and the worker refuses to go on (``ServiceError``) ot
 Only scenarios that ask for it (``Scenario.warm_services = True``) get the warm services:
 a fresh database isolates tables, and every other database and role a run made is dropped
 (the roles with what they own), but nothing else of the cluster is reset (tablespaces,
-settings), and the warm servers are nobody's fault target. Others still run in the worker (no interpreter start),
-with services of their own.
+settings), and the warm servers are nobody's fault target. Others still run in the worker
+(no interpreter start), with services of their own.
 
 This module is the kept services alone, below the run (``RunOptions.warm`` takes them); the
 worker process that runs scenarios on them is ``chaos.warm_worker`` and the pool of workers a

@@ -13,24 +13,15 @@ from typing import Any
 from chaos.sandbox import _mounts
 from chaos.sandbox._layer import library_site
 from chaos.sandbox._site_state import _SiteState
-from chaos.sandbox._uids import lease_uid, processes_of
+from chaos.sandbox._uids import lease_uid, tasks_of
 from chaos.services import SkewFile
 from ground.errors import ServiceError
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _MNT_DETACH = 2
 _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 2, 4, 32
-
-
-def _tasks_of(uid: int) -> int:
-    """Threads of every process of ``uid`` (what RLIMIT_NPROC counts)."""
-    total = 0
-    for pid in processes_of(uid):
-        try:
-            total += len(os.listdir(f"/proc/{pid}/task"))
-        except OSError:
-            continue
-    return total
+#: How far above its cgroup's pids.max a candidate's RLIMIT_NPROC is set.
+_NPROC_SLACK = 16
 
 
 class _SiteSetup(_SiteState):
@@ -102,10 +93,18 @@ class _SiteSetup(_SiteState):
             "nofile": [limits.open_files] * 2,
             "core": [0, 0],
         }
-        if self.uid is not None:
+        if self.uid is not None and self.cgroup is not None and self.cgroup.pids is not None:
+            # Its cgroup's pids.max refuses the fork past the limit and counts it
+            # (``pids_refused``), whatever the moment the monitor looks; the rlimit only
+            # backs it up. At the same value the rlimit, which the kernel checks first and
+            # which counts the uid's tasks wherever they are (a zombie not yet reaped),
+            # could refuse with the cgroup not full: no count, a fork bomb spinning at
+            # it until its CPU limit (the monitor then asks the uid's count: _site_watch).
+            rlimits["nproc"] = [limits.processes + _NPROC_SLACK] * 2
+        elif self.uid is not None:
             rlimits["nproc"] = [limits.processes] * 2
         else:  # the harness's uid: its own processes and threads count too
-            rlimits["nproc"] = [_tasks_of(os.getuid()) + limits.processes] * 2
+            rlimits["nproc"] = [tasks_of(os.getuid()) + limits.processes] * 2
         if self.cgroup is None or not self.cgroup.limits_memory:
             rlimits["as"] = [limits.memory_mb << 20] * 2
         config: dict[str, Any] = {

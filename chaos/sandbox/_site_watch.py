@@ -18,7 +18,7 @@ import trio
 from chaos.sandbox._box import used_bytes
 from chaos.sandbox._detect import watch_tripwire
 from chaos.sandbox._site_state import _SiteState
-from chaos.sandbox._uids import processes_of
+from chaos.sandbox._uids import processes_of, tasks_of
 from chaos.sandbox.candidate import (
     BYPASS,
     CPU,
@@ -179,7 +179,13 @@ class _SiteWatch(_SiteState):
             self.contain(PROCESSES, f"reached its limit of {limits.processes} processes and "
                                     "threads")  # fmt: skip
         if cpu >= limits.cpu_s:
-            self.contain(CPU, f"used {cpu:.1f} CPU seconds (limit {limits.cpu_s:g})")
+            if self.uid is not None and tasks_of(self.uid.uid) >= limits.processes:
+                # Its RLIMIT_NPROC refused the forks (it counts the uid's tasks wherever
+                # they are, and a fork bomb at it spins): the limit it reached comes first.
+                self.contain(PROCESSES, f"reached its limit of {limits.processes} processes "
+                                        "and threads (its uid's)")  # fmt: skip
+            else:
+                self.contain(CPU, f"used {cpu:.1f} CPU seconds (limit {limits.cpu_s:g})")
         if tick % 5 == 0:
             if self.box_mounted:
                 st = os.statvfs(self.box.path)

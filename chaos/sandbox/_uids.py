@@ -44,6 +44,17 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
+def tasks_of(uid: int) -> int:
+    """Threads of every process of ``uid`` (what RLIMIT_NPROC counts), zombies included."""
+    total = 0
+    for pid in processes_of(uid):
+        try:
+            total += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+    return total
+
+
 def kill_all(uid: int, patience_s: float = 2.0) -> bool:
     """SIGKILL every process of ``uid`` until none is left; True when none is."""
     deadline = time.monotonic() + patience_s
