@@ -133,14 +133,11 @@ def _drop_databases(dsn: str) -> None:
     """Drop every database but the kept ones (``WITH (FORCE)``: their sessions end)."""
     from psycopg import sql
 
-    for (database,) in _sql(dsn, "SELECT datname FROM pg_database"):
-        if str(database) not in _KEEP_DBS:
-            with psycopg_connect(dsn) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                        sql.Identifier(str(database))
-                    )
-                )
+    with psycopg_connect(dsn) as conn:
+        for (database,) in conn.execute("SELECT datname FROM pg_database").fetchall():
+            if str(database) not in _KEEP_DBS:
+                drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                conn.execute(drop.format(sql.Identifier(str(database))))
 
 
 def psycopg_connect(dsn: str) -> Any:
