@@ -107,6 +107,8 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     final_state: dict[str, Any] = field(default_factory=dict)
+    #: Not settled because the scenario answered ``STUCK`` (``chaos.settle``), not waited out.
+    stuck: bool = False
 
     @property
     def held(self) -> bool:
@@ -125,6 +127,7 @@ class RunResult:
             "seed": self.seed,
             "held": self.held,
             "settled": self.settled,
+            **({"stuck": True} if self.stuck else {}),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
 
@@ -398,8 +401,14 @@ async def _run(
 
                 clock.enter("settle")
                 timeout = options.settle_timeout_s
-                settled = await _settle(scenario, ctx, timeout or scenario.settle_timeout_s)
-                recorder.record(HARNESS, "info", "settle", {"settled": settled})
+                ended = await _settle(
+                    scenario, ctx, timeout or scenario.settle_timeout_s, lambda: nemesis.busy
+                )
+                settled = ended is True
+                settle_record: dict[str, Any] = {"settled": settled}
+                if ended is settle.STUCK:  # the scenario said it cannot settle: not waited out
+                    settle_record["stuck"] = True
+                recorder.record(HARNESS, "info", "settle", settle_record)
                 nemesis.end()
                 nursery.cancel_scope.cancel()  # heals whatever is still applied
 
@@ -426,6 +435,7 @@ async def _run(
         clock.timings,
         recorder.events,
         final_state,
+        stuck=ended is settle.STUCK,
     )
 
 
@@ -476,12 +486,18 @@ async def _driven(
         return await driver.drive(ctx, nemesis)
 
 
-async def _settle(scenario: Scenario, ctx: RunContext, limit_s: float) -> bool:
+async def _settle(
+    scenario: Scenario, ctx: RunContext, limit_s: float, busy: Callable[[], bool]
+) -> bool | settle.Stuck:
     """Until ``scenario.settled`` holds twice with nothing recorded in between (driven by the
-    run's events, see ``chaos.settle``), or ``limit_s`` passes."""
+    run's events, see ``chaos.settle``), it answers ``STUCK`` long enough with nothing
+    ``busy`` (the nemesis), or ``limit_s`` passes."""
     if settle.polling():
         return await settle.poll_settled(lambda: scenario.settled(ctx), limit_s)
-    return await settle.wait_settled(lambda: scenario.settled(ctx), ctx.recorder, limit_s)
+    return await settle.wait_settled(
+        lambda: scenario.settled(ctx), ctx.recorder, limit_s,
+        stuck_s=scenario.settle_stuck_s, busy=busy,
+    )  # fmt: skip
 
 
 __all__ = [

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from chaos.sandbox.candidate import Limits
 from chaos.services.images import Image
 from chaos.services.supervise import RestartPolicy
+from chaos.settle import STUCK_S, Stuck
 from faults.kinds import TargetKind
 from faults.space import FaultSpace
 from ground._moved import moved
@@ -194,6 +195,9 @@ class Scenario(ABC):
     #: schedule file, its own table) is refused before anything starts, in every command.
     absent: ClassVar[dict[str, tuple[str, ...]]] = {}
     settle_timeout_s: ClassVar[float] = 30.0
+    #: How long ``settled`` must answer ``STUCK`` (``chaos.settle``) before the run stops
+    #: waiting for it: the state is final, the invariants are checked now.
+    settle_stuck_s: ClassVar[float] = STUCK_S
     #: Why the scenario needs a PostgreSQL of its own (it creates roles, needs passwords, ...);
     #: empty: it also runs on an external one (``--postgres-dsn``). Checked before a run starts.
     own_postgres: ClassVar[str] = ""
@@ -269,8 +273,10 @@ class Scenario(ABC):
         """Drive the system; faults land meanwhile. Return when the workload is done."""
 
     @abstractmethod
-    async def settled(self, ctx: RunContext) -> bool:
-        """True once everything the workload started has been processed."""
+    async def settled(self, ctx: RunContext) -> bool | Stuck:
+        """True once everything the workload started has been processed; ``STUCK``
+        (``chaos.settle``) when it is not and cannot be until something happens first (the
+        run then ends without waiting out ``settle_timeout_s``); else False."""
 
     @abstractmethod
     async def final_state(self, ctx: RunContext) -> dict[str, Any]:

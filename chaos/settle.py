@@ -17,6 +17,15 @@ as a redelivery timer running out at the broker, is seen at the next poll).
 
 Two checks with no event between them replace the former "true twice, 200 ms apart": the
 same guarantee (nothing moved between two consistent observations) without the fixed wait.
+
+A check may also answer ``STUCK``: not settled, and it cannot settle by waiting (a payments
+order lost for good: nothing pending at the broker, no charge for it). The detector then gives
+up early instead of waiting out the scenario's ``settle_timeout_s``: once every check for
+``stuck_s`` answered ``STUCK`` (checked at each event, as always, and at least every
+``poll_s``) while nothing was timed pending (``busy``: a fault still to fire at a time, to heal
+after a delay, a crashed service still to come back). Any other answer, or ``busy``, starts
+that wait again. Events alone do not: an idle consumer's polls are events too. ``STUCK`` is
+falsy, so code that reads the answer as a bool reads "not settled".
 """
 
 from __future__ import annotations
@@ -33,6 +42,31 @@ from ground.errors import ServiceError
 QUIET_S = 0.05
 #: The longest time between two checks when nothing is recorded.
 POLL_S = 0.2
+#: How long every check must answer ``STUCK``, nothing timed pending, to end the wait (the
+#: default of ``Scenario.settle_stuck_s``).
+STUCK_S = 2.0
+
+
+class Stuck:
+    """The type of ``STUCK`` (one instance): falsy, and says what it is."""
+
+    _instance: Stuck | None = None
+
+    def __new__(cls) -> Stuck:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "STUCK"
+
+
+#: ``Scenario.settled``'s third answer: not settled, and nothing will change that unless
+#: something happens first (a delivery, a fault, a restart: an event the run records).
+STUCK = Stuck()
 
 
 class Activity(Protocol):
@@ -60,9 +94,10 @@ def polling() -> bool:
 
 
 async def poll_settled(
-    check: Callable[[], Awaitable[bool]], limit_s: float, interval_s: float = 0.2
+    check: Callable[[], Awaitable[bool | Stuck]], limit_s: float, interval_s: float = 0.2
 ) -> bool:
-    """The former detector: ``check`` every ``interval_s`` until it holds twice in a row."""
+    """The former detector: ``check`` every ``interval_s`` until it holds twice in a row
+    (``STUCK`` counts as false: it waits out ``limit_s``)."""
     streak = 0
     with trio.move_on_after(limit_s):
         while streak < 2:
@@ -76,17 +111,20 @@ async def poll_settled(
 
 
 async def wait_settled(
-    check: Callable[[], Awaitable[bool]],
+    check: Callable[[], Awaitable[bool | Stuck]],
     activity: Activity,
     limit_s: float,
     *,
     quiet_s: float = QUIET_S,
     poll_s: float = POLL_S,
-) -> bool:
+    stuck_s: float = STUCK_S,
+    busy: Callable[[], bool] = lambda: False,
+) -> bool | Stuck:
     """True once ``check`` held twice with no event recorded from the start of the first to
     the end of the second, except what the checks record themselves (a scenario's probe may
-    record its requests); False if that did not happen within ``limit_s``. A check that
-    raises ``OSError`` or ``ServiceError`` counts as false."""
+    record its requests); ``STUCK`` once every check for ``stuck_s`` answered ``STUCK`` with
+    ``busy()`` false; False if neither happened within ``limit_s``. A check that raises
+    ``OSError`` or ``ServiceError`` counts as false."""
     own = 0  # events recorded while a check ran: the check's own
 
     def outside() -> int:
@@ -94,14 +132,26 @@ async def wait_settled(
 
     with trio.move_on_after(limit_s):
         first: int | None = None  # events outside checks when a passing check started
+        stuck_since: float | None = None  # when the checks began to answer STUCK
         while True:
             await _quiet(activity, quiet_s)
             mark, before = outside(), activity.count
             try:
-                ok = await check()
+                answer = await check()
             except (OSError, ServiceError):
-                ok = False
+                answer = False
             own += activity.count - before
+            if answer is STUCK and not busy():
+                first = None
+                if stuck_since is None:
+                    stuck_since = trio.current_time()
+                elif trio.current_time() - stuck_since >= stuck_s:
+                    return STUCK
+                with trio.move_on_after(poll_s):
+                    await activity.wait_changed()
+                continue
+            stuck_since = None
+            ok = bool(answer)
             if ok and first is not None and outside() == first:
                 return True
             if ok:

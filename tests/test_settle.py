@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from chaos.settle import wait_settled
+from chaos.settle import STUCK, Stuck, wait_settled
 from ground.errors import ServiceError
 
 
@@ -140,3 +140,92 @@ async def test_a_check_that_fails_counts_as_not_settled(
     assert not await wait_settled(system.check, activity, 1.0, quiet_s=0.05, poll_s=0.2)
     system.raises = None
     assert await wait_settled(system.check, activity, 1.0, quiet_s=0.05, poll_s=0.2)
+
+
+class StuckSystem(FakeSystem):
+    """A check that answers STUCK while ``stuck`` (an order lost for good), else False."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stuck = True
+
+    async def check(self) -> bool | Stuck:  # type: ignore[override]
+        await super().check()
+        return STUCK if self.stuck else self.settled
+
+
+def test_stuck_reads_as_not_settled() -> None:
+    assert not STUCK
+    assert Stuck() is STUCK
+    assert repr(STUCK) == "STUCK"
+
+
+async def test_stuck_for_stuck_s_ends_the_wait_without_the_timeout(mock_clock: object) -> None:
+    system, activity = StuckSystem(), FakeActivity()
+    ended = await wait_settled(system.check, activity, 30, quiet_s=0.05, poll_s=0.2, stuck_s=2.0)
+    assert ended is STUCK
+    assert 2.0 <= trio.current_time() <= 2.0 + 0.25 + 0.05  # not the 30 s limit
+
+
+async def test_events_do_not_hold_off_stuck_but_another_answer_does(mock_clock: object) -> None:
+    """An idle consumer's polls are events: they do not restart the stuck wait. An answer
+    that is not STUCK does, and a later STUCK waits its full stuck_s again."""
+    system, activity = StuckSystem(), FakeActivity()
+
+    async def polls_and_wavers() -> None:
+        for tick in range(30):
+            await trio.sleep(0.1)
+            activity.record()
+            if tick == 12:  # 1.3 s in: something pending again for a moment
+                system.stuck = False
+            if tick == 14:
+                system.stuck = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(polls_and_wavers)
+        ended = await wait_settled(
+            system.check, activity, 30, quiet_s=0.05, poll_s=0.2, stuck_s=2.0
+        )
+        nursery.cancel_scope.cancel()
+    assert ended is STUCK
+    assert trio.current_time() >= 1.3 + 2.0  # restarted after the False at 1.3 s
+
+
+async def test_stuck_waits_while_the_nemesis_has_something_due(mock_clock: object) -> None:
+    """A fault still to heal or a crashed service still to come back may change the state:
+    while ``busy`` says so, STUCK does not end the wait, and the limit still applies."""
+    system, activity = StuckSystem(), FakeActivity()
+    due = {"busy": True}
+
+    async def heals_later() -> None:
+        await trio.sleep(5.0)
+        due["busy"] = False
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(heals_later)
+        ended = await wait_settled(
+            system.check, activity, 30, quiet_s=0.05, poll_s=0.2, stuck_s=2.0,
+            busy=lambda: due["busy"],
+        )  # fmt: skip
+    assert ended is STUCK
+    assert trio.current_time() >= 5.0 + 2.0
+    system.stuck, due["busy"] = True, True
+    assert await wait_settled(
+        system.check, activity, 3.0, quiet_s=0.05, poll_s=0.2, stuck_s=2.0,
+        busy=lambda: due["busy"],
+    ) is False  # fmt: skip
+
+
+async def test_a_state_that_settles_after_stuck_answers_still_settles(mock_clock: object) -> None:
+    system, activity = StuckSystem(), FakeActivity()
+
+    async def delivered_again() -> None:
+        await trio.sleep(1.0)
+        system.stuck, system.settled = False, True
+        activity.record()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(delivered_again)
+        assert await wait_settled(
+            system.check, activity, 30, quiet_s=0.05, poll_s=0.2, stuck_s=2.0
+        ) is True  # fmt: skip

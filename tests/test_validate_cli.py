@@ -96,7 +96,7 @@ def test_payments_validates_end_to_end(tmp_path: Path) -> None:
         [sys.executable, "-m", "chaos", *ARGS, "--out-dir", str(out_dir)],
         capture_output=True,
         text=True,
-        timeout=900,  # ack-before-commit's catching run and replays each wait out the settle
+        timeout=900,  # every variant: its catching run and 3 replays; the golden seeds
         env=os.environ.copy(),
     )
     assert done.returncode == 0, done.stderr + done.stdout

@@ -175,7 +175,10 @@ def print_result(result: RunResult) -> None:
         f"{result.seed}: {len(schedule)} fault(s): {escape(faults)}"
     )
     out.print(verdict_table(result.verdicts))
-    if not result.settled:
+    if result.stuck:
+        out.print("[yellow]the system could not settle (the scenario said so: chaos show TRACE, "
+                  "its settle line): checked as it stood[/]")  # fmt: skip
+    elif not result.settled:
         out.print("[yellow]the system did not settle within the scenario's timeout[/]")
     held = "all invariants held" if result.held else "invariants violated"
     out.print(f"{held}; trace: {result.trace}")

@@ -39,6 +39,7 @@ from chaos.nemesis.protocol import NemesisContext
 from chaos.nemesis.triggers import check_trigger, wait_for
 from faults.kinds import LAYER, TARGET_KIND, FaultLayer, TargetKind
 from faults.model import FaultEvent, FaultSchedule
+from faults.triggers import AtTime
 from invariants.history import NEMESIS
 
 #: The applier of each fault layer (``faults.kinds.LAYER`` picks the layer of a kind).
@@ -77,6 +78,17 @@ class Nemesis:
         self._restoring: set[trio.CancelScope] = set()  # heals that only bring back
         self._nursery: trio.Nursery | None = None
         self._running = trio.Event()
+        #: A token per fault with something due on a timer: to fire at a time, to heal after
+        #: a delay or when the workload ends, a heal (a restart) under way.
+        self._due: set[object] = set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether something of the schedule is still due on a timer: a fault to fire at a
+        time, one held until a delay ends (a pause, a crash's restart), a heal under way.
+        Faults waiting for a message, a connection or bytes are not: those need traffic,
+        which the run records (the settle detector's ``busy``)."""
+        return bool(self._due)
 
     def check(self) -> None:
         """Every target and trigger of the schedule exists in this run (ConfigError if not)."""
@@ -121,12 +133,16 @@ class Nemesis:
         return heal
 
     async def _fault(self, event: FaultEvent) -> None:
+        due = object()
+        if isinstance(event.trigger, AtTime):
+            self._due.add(due)  # until it fired and then healed: ``_applied`` takes it on
         try:
             await wait_for(self.ctx, event.trigger)
         except trio.Cancelled:
+            self._due.discard(due)
             self._record("not_triggered", event)
             raise
-        await self._applied(event)
+        await self._applied(event, due=due)
 
     async def _applied(
         self,
@@ -134,9 +150,27 @@ class Nemesis:
         heal_now: trio.Event | None = None,
         healed: trio.Event | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        *,
+        due: object | None = None,
     ) -> None:
         """Apply ``event``, hold it, heal it (shielded); ``heal_now`` ends the hold early,
-        ``healed`` is set once it healed."""
+        ``healed`` is set once it healed. ``busy`` from here until healed (no await between
+        the trigger and this), except while a fault held until the run's end is held."""
+        due = object() if due is None else due
+        self._due.add(due)
+        try:
+            await self._apply_hold_heal(event, heal_now, healed, task_status, due)
+        finally:
+            self._due.discard(due)
+
+    async def _apply_hold_heal(
+        self,
+        event: FaultEvent,
+        heal_now: trio.Event | None,
+        healed: trio.Event | None,
+        task_status: trio.TaskStatus[None],
+        due: object,
+    ) -> None:
         applier = APPLIERS[LAYER[event.kind]]
         applied = await applier.apply(self.ctx, event, resolve_target(self.ctx, event))
         self.applied.append(event.id)
@@ -146,10 +180,13 @@ class Nemesis:
             async with trio.open_nursery() as hold:
                 if heal_now is not None:
                     hold.start_soon(_cancel_when, heal_now, hold.cancel_scope)
+                if applied.until_run_end:
+                    self._due.discard(due)  # nothing due before the run ends
                 await self._hold(event, applied)
                 hold.cancel_scope.cancel()
         finally:
             try:
+                self._due.add(due)  # a heal (a restart) under way
                 with trio.CancelScope(shield=True) as healing:
                     if applied.when_stopped:
                         await applied.heal()

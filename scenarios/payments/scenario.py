@@ -37,6 +37,7 @@ from chaos.services import (
     jetstream_consumer,
     jetstream_publisher,
 )
+from chaos.settle import STUCK, Stuck
 from chaos.workload import PlannedWork
 from ground.errors import Unreadable
 from invariants.history import HARNESS
@@ -363,29 +364,36 @@ class Payments(Scenario):
         rows = await trio.to_thread.run_sync(reader.rows, ctx.state["schema"], table, columns)
         return rows or []
 
-    async def settled(self, ctx: RunContext) -> bool:
+    async def settled(self, ctx: RunContext) -> bool | Stuck:
+        """Every published order charged in Postgres and nothing pending at the broker.
+        ``STUCK`` when an order has no charge and the broker holds nothing for the consumer
+        (no message undelivered, none delivered and unacked): no redelivery will come, so
+        nothing will book it (an order acked before its booking committed, lost with a
+        crash); the harness ends the wait once that holds with nothing else happening."""
         published = set(self.published(ctx))
         try:
             rows = await self._rows(ctx, "charges", ["order_id"])
         except Unreadable:
             return False  # final_state says why (a lock may also just be taking its time)
-        if not published <= {r["order_id"] for r in rows}:
-            return False
+        charged = published <= {r["order_id"] for r in rows}
         nats = ctx.state["nats"]
         if not nats.monitor_port:
-            return True
+            return charged
         jsz = await trio.to_thread.run_sync(
             _get_json, f"http://{nats.host}:{nats.monitor_port}/jsz?consumers=true&accounts=true"
         )
         stream_name = ctx.subject("orders").stream
-        for account in jsz.get("account_details", []):
-            for stream in account.get("stream_detail", []):
-                if stream.get("name") != stream_name:
-                    continue
-                for consumer in stream.get("consumer_detail", []):
-                    if consumer.get("num_ack_pending") or consumer.get("num_pending"):
-                        return False
-        return True
+        consumers = [
+            consumer
+            for account in jsz.get("account_details", [])
+            for stream in account.get("stream_detail", [])
+            if stream.get("name") == stream_name
+            for consumer in stream.get("consumer_detail", [])
+        ]
+        pending = any(c.get("num_ack_pending") or c.get("num_pending") for c in consumers)
+        if charged:
+            return not pending
+        return STUCK if consumers and not pending else False
 
     def side_effects(self, name: str, final_state: Mapping[str, Any]) -> Counter[str]:
         """``charge_customer``: charges the gateway executed, per order id."""

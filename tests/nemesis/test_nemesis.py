@@ -29,16 +29,19 @@ async def play(
     run_ends: float,
     script: Script | None = None,
     stopped_early: bool = False,
+    watch: Callable[[Nemesis], Awaitable[None]] | None = None,
 ) -> Nemesis:
     """Run the nemesis as ``chaos.run`` does: the workload ends at ``workload_ends`` (never,
     if None), the run cancels the nemesis at ``run_ends`` (its planned end, or a stop before
-    it: Ctrl-C, an error); ``script`` plays the system."""
+    it: Ctrl-C, an error); ``script`` plays the system; ``watch`` looks at the nemesis."""
     nemesis = Nemesis(run, schedule(*events))
     nemesis.check()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(nemesis.run)
         if script is not None:
             nursery.start_soon(script)
+        if watch is not None:
+            nursery.start_soon(watch, nemesis)
         if workload_ends is not None:
             await trio.sleep_until(run.workload_t0 + workload_ends)
             nemesis.workload_done.set()
@@ -186,6 +189,33 @@ async def test_a_crash_kills_then_restarts_after_restart_after_s_and_records_the
     (start,) = [e for e in run.recorder.events if e["process"] == "service:consumer"]
     assert start["t"] == 1.6
     assert (start["f"], start["value"]) == ("start", {"pid": 101, "restart": True})
+
+
+async def test_busy_while_a_fault_is_due_on_a_timer_not_while_one_waits_for_traffic(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``busy`` (what the settle detector asks before it believes STUCK): a fault still to
+    fire at a time, a crash still to restart; not a fault waiting for a message, nor a
+    message fault held until the run ends."""
+    run = FakeRun()
+    crash = fault("crash", "service:consumer", at(1.0), restart_after_s=0.5)
+    dup = fault("duplicate_publish", "subject:orders", at(0.5), id="f1", count=2)
+    waiting = fault(
+        "redeliver", "subject:orders", {"type": "on_message", "subject": "orders", "n": 99},
+        id="f2", count=1,
+    )  # fmt: skip
+    seen: list[tuple[float, bool]] = []
+
+    async def sample(nemesis: Nemesis) -> None:
+        for _ in range(12):
+            seen.append((trio.current_time() - run.workload_t0, nemesis.busy))
+            await trio.sleep(0.25)
+
+    await play(run, [crash, dup, waiting], workload_ends=2.0, run_ends=3.0, watch=sample)
+    busy = {round(t, 2): b for t, b in seen}
+    # the crash still to fire; killed, its restart due at 1.5 s and taking 0.1 s; restarted
+    # (f1 held to the run's end, f2 waiting for a message that never comes)
+    assert [busy[t] for t in (0.25, 0.75, 1.25, 1.5, 1.75, 2.5)] == [True] * 4 + [False] * 2
 
 
 @pytest.mark.parametrize("supervised", [True, False])

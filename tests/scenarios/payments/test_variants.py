@@ -67,6 +67,12 @@ async def test_a_variant_is_caught_by_its_invariant_with_its_signals(
     assert verdicts[scenario.catches[variant]] is False
     missing = [s.what for s in scenario.signals[variant] if not s.found_in(result.history)]
     assert missing == []
+    # An order lost for good (acked, then its booking lost with the crash) cannot settle: the
+    # pack says STUCK and the run checks it then, not after settle_timeout_s; a duplicate
+    # charge settles as usual.
+    assert (result.settled, result.stuck) == (
+        (False, True) if variant == "ack-before-commit" else (True, False)
+    )
 
 
 @pytest.mark.parametrize("variant", sorted(CAUGHT_ON))
@@ -80,3 +86,4 @@ async def test_the_golden_holds_under_the_schedule_that_catches_a_variant(
         RunOptions(scenario, seed, out=tmp_path / "t.trace", schedule=schedule)
     )
     assert result.held, [v.explanation for v in result.verdicts if v.valid is not True]
+    assert (result.settled, result.stuck) == (True, False)
