@@ -17,6 +17,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import json
+import math
 import re
 import sys
 import tomllib
@@ -457,6 +458,14 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     scenario = getattr(module, "SCENARIO", None)
     if not isinstance(scenario, Scenario):
         raise ConfigError(f"{folder / 'scenario.py'} defines no SCENARIO (a Scenario instance)")
+    for name in ("settle_timeout_s", "settle_stuck_s"):
+        value = getattr(scenario, name)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value <= 0:
+            raise ConfigError(
+                f"{folder / 'scenario.py'}: {name} must be a number of seconds > 0, "
+                f"got {value!r}"
+            )
     scenario.path = folder.resolve()
     return scenario
 

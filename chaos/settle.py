@@ -64,8 +64,8 @@ class Stuck:
         return "STUCK"
 
 
-#: ``Scenario.settled``'s third answer: not settled, and nothing will change that unless
-#: something happens first (a delivery, a fault, a restart: an event the run records).
+#: ``Scenario.settled``'s third answer: not settled, and waiting will not change that
+#: (nothing left in the system will do the missing work).
 STUCK = Stuck()
 
 

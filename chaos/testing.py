@@ -85,6 +85,11 @@ class _Answers(ABC):
         return self._answered().settled
 
     @property
+    def stuck(self) -> bool:
+        """Not settled because the scenario said it could not (``chaos.settle.STUCK``)."""
+        return self._answered().stuck
+
+    @property
     def final_state(self) -> dict[str, Any]:
         return self._answered().final_state
 

@@ -45,7 +45,7 @@ class Bank(Scenario):
     consistency = {consistency}
     subjects = {{"orders": Subject("orders.new", "ORDERS", "c-nats", "p-nats")}}
     port = free_port()
-
+{extra}
     async def setup(self, ctx: RunContext) -> None: ...
     async def workload(self, ctx: RunContext) -> None: ...
     async def settled(self, ctx: RunContext) -> bool:
@@ -72,11 +72,16 @@ duration_s = [0.5, 1.0]
 
 
 def write_pack(
-    root: Path, id: str = "bank", consistency: str = "None", faults: str | None = None
+    root: Path,
+    id: str = "bank",
+    consistency: str = "None",
+    faults: str | None = None,
+    extra: str = "",
 ) -> Path:
     folder = root / id
     folder.mkdir()
-    (folder / "scenario.py").write_text(PACK.format(id=id, consistency=consistency))
+    body = PACK.format(id=id, consistency=consistency, extra=extra)
+    (folder / "scenario.py").write_text(body)
     if faults is None:
         faults = SPACE.format(variant="golden") + SPACE.format(variant="sloppy")
     (folder / "faults.toml").write_text(faults)
@@ -107,6 +112,20 @@ def test_its_checkers_resolve_in_its_own_namespace(tmp_path: Path) -> None:
     assert [v.name for v in mine] == ["balanced", "no_debt"]  # short names in verdicts
     assert mine[0].explanation == "bank's own balanced"
     assert theirs[0].explanation == "shop's own balanced"
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["settle_stuck_s = -1.0", "settle_timeout_s = 0", "settle_stuck_s = float('nan')",
+     "settle_timeout_s = '30'", "settle_stuck_s = True"],
+)  # fmt: skip
+def test_a_settle_time_that_is_not_seconds_above_zero_is_refused(
+    tmp_path: Path, line: str
+) -> None:
+    folder = write_pack(tmp_path, extra=f"    {line}\n")
+    name = line.split(" =")[0]
+    with pytest.raises(ConfigError, match=f"{name} must be a number of seconds > 0"):
+        load_scenario(str(folder))
 
 
 def test_loading_a_pack_twice_is_harmless(tmp_path: Path) -> None:
