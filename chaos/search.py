@@ -83,8 +83,9 @@ from ground.rng import SEED_MAX, derive_seed
 from invariants import Verdict
 
 DEFAULT_MAX_EXAMPLES = 200
-#: Runs side by side (``--jobs``). Fixed, not the machine's CPU count: the schedules tried
-#: depend on it, and the same ``--seed`` and ``--jobs`` must give the same search anywhere.
+#: bench/search.py's ``--jobs`` (fixed, so its measurements compare across machines and
+#: rounds: the schedules tried depend on ``--jobs``). ``chaos search``'s own default is
+#: ``default_jobs()``, from the machine's CPU count.
 DEFAULT_JOBS = 8
 MAX_JOBS = 64
 
