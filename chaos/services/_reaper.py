@@ -5,6 +5,13 @@ fault that should hit "the service" signals the leader's group and every descend
 The harness makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER): descendants that
 outlive their parent are re-parented to the harness instead of PID 1 (which, in containers,
 often never reaps), and `reap_family` waits on them.
+
+Finding a family reads the stat of every process it could contain. A subreaper that started
+the leader holds all of them in its own tree (an orphan of the family comes back to it, or to
+a subreaper below it: a zygote), so it walks only its tree (``/proc/PID/task/TID/children``),
+not every process of the machine: a warm worker stops a handful of services per run on a
+machine where other runs keep hundreds of processes. Elsewhere (not a subreaper, a leader
+outside its tree, a kernel without those files) it reads every process, as before.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
 from typing import NamedTuple
 
 import trio
@@ -66,9 +74,67 @@ def _all_entries() -> list[ProcEntry]:
     return entries
 
 
+def _read_all(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children, from each of its threads' ``children`` file (none if it is gone)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tids:
+        data = _read_all(f"/proc/{pid}/task/{tid}/children")
+        if data:
+            found.extend(int(child) for child in data.split())
+    return found
+
+
+def _has_children_files() -> bool:
+    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
+
+
+def _tree_entries(root: int) -> list[ProcEntry]:
+    """``root`` and every process below it (a snapshot, as racy as reading all of /proc)."""
+    entries, seen, stack = [], {root}, [root]
+    while stack:
+        pid = stack.pop()
+        if (entry := read_entry(pid)) is not None:
+            entries.append(entry)
+        for child in _children(pid):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return entries
+
+
+def _candidates(leader: int) -> list[ProcEntry]:
+    """Every process that could be of ``leader``'s family: this process's tree when it is a
+    subreaper and the leader is in it, else every process."""
+    if _subreaper and _has_children_files():
+        entries = _tree_entries(os.getpid())
+        if any(e.pid == leader for e in entries):
+            return entries
+    return _all_entries()
+
+
 def family(leader: int) -> dict[int, ProcEntry]:
     """The leader's descendants and the members of its process group (leader excluded)."""
-    entries = _all_entries()
+    entries = _candidates(leader)
     children: dict[int, list[ProcEntry]] = {}
     for e in entries:
         children.setdefault(e.ppid, []).append(e)
