@@ -54,6 +54,10 @@ PRODUCER_INBOX = "_INBOX_PRODUCER"
 _APPLIED = r'"phase":\s*"apply"'
 
 
+#: While orders are missing, how often ``settled`` asks the broker whether anything is pending.
+_PROBE_EVERY_S = 0.5
+
+
 def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=3) as response:
         return json.loads(response.read())
@@ -369,16 +373,31 @@ class Payments(Scenario):
         ``STUCK`` when an order has no charge and the broker holds nothing for the consumer
         (no message undelivered, none delivered and unacked): no redelivery will come, so
         nothing will book it (an order acked before its booking committed, lost with a
-        crash); the harness ends the wait once that holds with nothing else happening."""
+        crash); the harness ends the wait once that has held for ``settle_stuck_s``.
+        While orders are missing the broker is asked at most every ``_PROBE_EVERY_S`` (the
+        checks come after every burst of events; its last answer stands in between)."""
         published = set(self.published(ctx))
         try:
             rows = await self._rows(ctx, "charges", ["order_id"])
         except Unreadable:
             return False  # final_state says why (a lock may also just be taking its time)
         charged = published <= {r["order_id"] for r in rows}
-        nats = ctx.state["nats"]
-        if not nats.monitor_port:
+        if not ctx.state["nats"].monitor_port:
             return charged
+        now = trio.current_time()
+        last = ctx.state.get("broker_probe")
+        if charged or last is None or now - last[0] >= _PROBE_EVERY_S:
+            last = (now, await self._broker_pending(ctx))
+            ctx.state["broker_probe"] = last
+        consumers, pending = last[1]
+        if charged:
+            return not pending
+        return STUCK if consumers and not pending else False
+
+    async def _broker_pending(self, ctx: RunContext) -> tuple[int, bool]:
+        """How many consumers the orders stream has, and whether any holds a message
+        undelivered or delivered and unacked (the nats-server's monitoring endpoint)."""
+        nats = ctx.state["nats"]
         jsz = await trio.to_thread.run_sync(
             _get_json, f"http://{nats.host}:{nats.monitor_port}/jsz?consumers=true&accounts=true"
         )
@@ -391,9 +410,7 @@ class Payments(Scenario):
             for consumer in stream.get("consumer_detail", [])
         ]
         pending = any(c.get("num_ack_pending") or c.get("num_pending") for c in consumers)
-        if charged:
-            return not pending
-        return STUCK if consumers and not pending else False
+        return len(consumers), pending
 
     def side_effects(self, name: str, final_state: Mapping[str, Any]) -> Counter[str]:
         """``charge_customer``: charges the gateway executed, per order id."""
