@@ -138,9 +138,10 @@ class Nemesis:
             self._due.add(due)  # until it fired and then healed: ``_applied`` takes it on
         try:
             await wait_for(self.ctx, event.trigger)
-        except trio.Cancelled:
+        except BaseException as exc:
             self._due.discard(due)
-            self._record("not_triggered", event)
+            if isinstance(exc, trio.Cancelled):
+                self._record("not_triggered", event)
             raise
         await self._applied(event, due=due)
 
