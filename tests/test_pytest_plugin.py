@@ -221,10 +221,11 @@ def test_a_hypothesis_test_may_take_env_and_runs_without_the_explain_phase(
 
 
 def replay_command(lines: list[str]) -> Path:
-    """The trace of the first ``replay:   chaos replay TRACE`` line (a section's, or a
-    note's in a failure report: ``E       replay:   ...``)."""
+    """The trace of the last ``replay:   chaos replay TRACE`` line (a section's, or a
+    note's in a failure report: ``E       replay:   ...``): the final example's, which the
+    report shows last."""
     marker = "replay:   chaos replay "
-    command = next(line for line in lines if marker in line)
+    command = [line for line in lines if marker in line][-1]
     return Path(command.split(marker, 1)[1].strip())
 
 
@@ -255,10 +256,11 @@ def violated_in(trace: Path) -> tuple[int, list[str]]:
 
 
 def falsifying(lines: list[str], first: str, last: str) -> list[str]:
-    """The falsifying example Hypothesis printed: the lines from the one that contains
-    ``first`` to the one that contains ``last`` (the ``E`` prefix, an exception group's
-    ``|`` and indents dropped)."""
-    start = next(i for i, line in enumerate(lines) if first in line)
+    """The falsifying example Hypothesis printed last (the final one: a run's output may
+    show an earlier example too, as a CI run of the machine example did): the lines from
+    the last one that contains ``first`` to the next that contains ``last`` (the ``E``
+    prefix, an exception group's ``|`` and indents dropped)."""
+    start = [i for i, line in enumerate(lines) if first in line][-1]
     end = next(i for i, line in enumerate(lines) if i >= start and last in line)
     return [line.removeprefix("E").strip().lstrip("| ") for line in lines[start : end + 1]]
 
@@ -343,7 +345,9 @@ def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
     # The next run replays the stored failure first and draws nothing. A crash between a
     # charge and its ack is a race: when the stored steps' real run failed again (no stored
     # example passed), the report shows the same steps; when it held this time, Hypothesis
-    # dropped it and shrank another stored failure, again to one fault (docs/pytest.md).
+    # dropped it and shrank another stored failure, whose shrink may stop sooner (a CI run
+    # ended at heal() and four more steps): a violation of exactly_once all the same, with
+    # its trace (docs/pytest.md).
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
     again.assert_outcomes(failed=1)
     assert "during reuse phase" in again.stdout.str()
@@ -355,7 +359,7 @@ def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
         assert shown == steps
     else:
         faults, violated = violated_in(pytester.path / replay_command(again.outlines))
-        assert faults == 1, shown
+        assert faults >= 1, shown
         assert "exactly_once" in violated, (violated, shown)
 
     # A crash between a charge and its ack is a race; a redelivery is not: replay it five
