@@ -221,11 +221,10 @@ def test_a_hypothesis_test_may_take_env_and_runs_without_the_explain_phase(
 
 
 def replay_command(lines: list[str]) -> Path:
-    """The trace of the last ``replay:   chaos replay TRACE`` line (a section's, or a
-    note's in a failure report: ``E       replay:   ...``): the final example's, which the
-    report shows last."""
+    """The trace of the first ``replay:   chaos replay TRACE`` line (a section's, or a
+    note's in a failure report: ``E       replay:   ...``)."""
     marker = "replay:   chaos replay "
-    command = [line for line in lines if marker in line][-1]
+    command = next(line for line in lines if marker in line)
     return Path(command.split(marker, 1)[1].strip())
 
 
@@ -256,11 +255,10 @@ def violated_in(trace: Path) -> tuple[int, list[str]]:
 
 
 def falsifying(lines: list[str], first: str, last: str) -> list[str]:
-    """The falsifying example Hypothesis printed last (the final one: a run's output may
-    show an earlier example too, as a CI run of the machine example did): the lines from
-    the last one that contains ``first`` to the next that contains ``last`` (the ``E``
-    prefix, an exception group's ``|`` and indents dropped)."""
-    start = [i for i, line in enumerate(lines) if first in line][-1]
+    """The falsifying example Hypothesis printed: the lines from the one that contains
+    ``first`` to the one that contains ``last`` (the ``E`` prefix, an exception group's
+    ``|`` and indents dropped)."""
+    start = next(i for i, line in enumerate(lines) if first in line)
     end = next(i for i, line in enumerate(lines) if i >= start and last in line)
     return [line.removeprefix("E").strip().lstrip("| ") for line in lines[start : end + 1]]
 
@@ -345,9 +343,9 @@ def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
     # The next run replays the stored failure first and draws nothing. A crash between a
     # charge and its ack is a race: when the stored steps' real run failed again (no stored
     # example passed), the report shows the same steps; when it held this time, Hypothesis
-    # dropped it and shrank another stored failure, whose shrink may stop sooner (a CI run
-    # ended at heal() and four more steps): a violation of exactly_once all the same, with
-    # its trace (docs/pytest.md).
+    # dropped it and shrank another stored failure, whose shrink may stop sooner (a CI run's
+    # ended three steps longer, with a heal()): a violation of exactly_once all the same,
+    # with its trace (docs/pytest.md).
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-show-statistics")
     again.assert_outcomes(failed=1)
     assert "during reuse phase" in again.stdout.str()
@@ -362,11 +360,18 @@ def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
         assert faults >= 1, shown
         assert "exactly_once" in violated, (violated, shown)
 
-    # A crash between a charge and its ack is a race; a redelivery is not: replay it five
-    # times and ask for the violation at least once (chaos replay reports the fidelity).
-    replayed = run_chaos_replay(trace, pytester.path, times=5)
+    # A crash between a charge and its ack is a race (docs/pytest.md measured it coming back
+    # in 1 run of 10 to 2 of 5; a CI run saw 0 of 5): chaos replay runs the recorded fault
+    # again each time and reports how often the violation came back, which is not asked.
+    from replay.trace import read_trace
+
+    replayed = run_chaos_replay(trace, pytester.path, times=3)
     assert replayed.returncode in (0, 1), replayed.stdout + replayed.stderr
-    assert replays_with(replayed, "exactly_once") >= 1, replayed.stdout
+    assert 0 <= replays_with(replayed, "exactly_once") <= 3, replayed.stdout
+    recorded = read_trace(trace).schedule
+    for n in (1, 2, 3):
+        again_trace = trace.with_name(trace.name.replace(".trace", f".replay-{n}.trace"))
+        assert read_trace(again_trace).schedule == recorded
 
 
 class CountingFloor:
