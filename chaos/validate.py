@@ -199,6 +199,9 @@ class ValidationReport:
     #: Why validation stopped before the end (a harness error, an interruption): what was
     #: measured until then is still here.
     error: str | None = None
+    #: Each run or set of replays that ended in a harness error and was run again (a harness
+    #: error says nothing of the variant): what failed, its message, where its trace went.
+    rerun: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -236,6 +239,7 @@ class ValidationReport:
             "valid": self.valid,
             "complete": self.complete,
             "error": self.error,
+            "rerun": self.rerun,
         }
 
 
@@ -446,6 +450,7 @@ async def validate(
     report = report or ValidationReport(scenario.id, GoldenCheck(seed_list))
     report.scenario, report.golden.seeds, report.replays = scenario.id, seed_list, replays
     report.expected = list(catches)
+    run, replay = again_on_harness_error(run, replay, say, report.rerun)
     if not side_by_side:
         await check_golden(seed_list, out_dir, run, say, report.golden)
         for variant, invariant in catches.items():
@@ -471,6 +476,48 @@ async def validate(
     finally:
         _in_seed_order(report.golden)
     return report
+
+
+def again_on_harness_error(
+    run: RunVariantFn, replay: ReplayFn, say: Progress, log: list[dict[str, Any]]
+) -> tuple[RunVariantFn, ReplayFn]:
+    """``run`` and ``replay`` that go once more after a harness error: a run that errs
+    again, or a set of replays with an error again, stands (the check reports it). The
+    erring trace is kept beside the new one (``NAME.harness-error.trace``) and ``log`` gets
+    what failed, why, and where its trace went: a harness error says nothing about the
+    variant, so it must neither fail nor pass a check, and a rare one (a machine hiccup)
+    must not stop a validation that CI runs."""
+
+    def keep(observed: Observed) -> str | None:
+        trace = observed.trace
+        aside = trace.with_name(f"{trace.stem}.harness-error{trace.suffix}")
+        try:
+            trace.replace(aside)
+        except OSError:  # never written (the run failed before its trace opened)
+            return None
+        return str(aside)
+
+    async def one_run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        observed = await run(variant, seed, out, faults=faults)
+        if observed.error is None:
+            return observed
+        what = f"{variant} seed {seed}" + ("" if faults else " (no fault)")
+        say(f"{what}: harness error ({observed.error}): running it again")
+        log.append({"what": what, "error": observed.error, "trace": keep(observed)})
+        return await run(variant, seed, out, faults=faults)
+
+    async def replays(trace: Path, times: int) -> list[Observed]:
+        observed = await replay(trace, times)
+        failed = [r for r in observed if r.error is not None]
+        if not failed:
+            return observed
+        say(f"{trace.name}: {len(failed)} of {times} replays hit a harness error "
+            f"({failed[0].error}): replaying x{times} again")  # fmt: skip
+        for r in failed:
+            log.append({"what": f"replay of {trace.name}", "error": r.error, "trace": keep(r)})
+        return await replay(trace, times)
+
+    return one_run, replays
 
 
 def _error_text(exc: BaseException) -> str | None:

@@ -229,6 +229,71 @@ async def test_replay_that_errors_is_a_harness_error(tmp_path: Path) -> None:
     assert (report.valid, report.exit_code) == (False, 3)
 
 
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+class Flaky(Fake):
+    """A Fake whose first run of ``first_error`` (variant, seed) and first set of replays
+    end in a harness error, each after writing its trace; every later one as scripted."""
+
+    def __init__(self, *args: Any, first_error: tuple[str, int | None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.first_error: tuple[str, int | None] | None = first_error
+        self.replay_errs = True
+
+    async def run(self, variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        if self.first_error == (variant, seed if faults else None):
+            self.first_error = None
+            _write(out, b"the erring run's trace")
+            self.ran.append((variant, seed, out))
+            return Observed(out, error="postgres did not answer")
+        return await super().run(variant, seed, out, faults=faults)
+
+    async def replay(self, trace: Path, times: int) -> list[Observed]:
+        if self.replay_errs:
+            self.replay_errs = False
+            self.replayed.append((trace, times))
+            bad = trace.with_suffix(".r1")
+            _write(bad, b"the erring replay's trace")
+            return [
+                Observed(trace.with_suffix(".r0"), dict(DUPLICATED)),
+                Observed(bad, error="lost worker"),
+            ]
+        return await super().replay(trace, times)
+
+
+@pytest.mark.parametrize("where", [("golden", 1001), ("broken", None), ("broken", 1000)])
+async def test_a_harness_error_is_run_again_once_and_kept_aside(
+    where: tuple[str, int | None], tmp_path: Path
+) -> None:
+    fake = Flaky({("broken", 1000): DUPLICATED}, first_error=where)
+    report = await check(fake, tmp_path)
+    assert report.valid
+    assert report.exit_code == 0
+    assert report.variants["broken"].status == CAUGHT
+    assert report.variants["broken"].fidelity == 1.0
+    assert [r["error"] for r in report.rerun] == ["postgres did not answer", "lost worker"]
+    for again in report.rerun:  # each erring trace kept beside the run that replaced it
+        assert Path(again["trace"]).name.endswith(".harness-error" + Path(again["trace"]).suffix)
+        assert _read(Path(again["trace"])).startswith(b"the erring")
+    assert len(fake.replayed) == 2  # the whole set again: fidelity is over one set
+    assert report.to_json()["rerun"] == report.rerun
+
+
+async def test_a_harness_error_that_comes_again_stands(tmp_path: Path) -> None:
+    fake = Fake({("broken", 1000): DUPLICATED}, [DUPLICATED, "postgres died"])
+    report = await check(fake, tmp_path)
+    assert len(fake.replayed) == 2
+    assert report.variants["broken"].status == ERROR
+    assert [r["error"] for r in report.rerun] == ["postgres died"]
+    assert report.rerun[0]["trace"] is None  # the fake wrote no trace: nothing to keep
+
+
 async def test_golden_harness_error_is_exit_3_and_a_failure_wins(tmp_path: Path) -> None:
     fake = Fake({("golden", 1000): "nats did not start", ("broken", 1000): DUPLICATED})
     report = await check(fake, tmp_path)

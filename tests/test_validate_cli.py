@@ -15,7 +15,14 @@ from rich.console import Console
 
 from chaos import cli
 from chaos.cli._validate import print_report
-from chaos.validate import NOT_REPRODUCIBLE, GoldenCheck, Observed, ValidationReport, VariantCheck
+from chaos.validate import (
+    ERROR,
+    NOT_REPRODUCIBLE,
+    GoldenCheck,
+    Observed,
+    ValidationReport,
+    VariantCheck,
+)
 
 UNDECLARED = """
 from scenarios.payments.scenario import Payments
@@ -148,6 +155,33 @@ def test_tables_name_every_seed_variant_result_and_trace(tmp_path: Path) -> None
     ):  # fmt: skip
         assert fragment in text
     assert report.exit_code == 1
+
+
+def test_a_harness_error_and_a_run_again_are_printed_with_their_message(tmp_path: Path) -> None:
+    golden = GoldenCheck([1000])
+    golden.runs[1000] = Observed(tmp_path / "golden-seed1000.trace", {"exactly_once": True})
+    variant = VariantCheck("wall-clock-expiry", "exclusive_leases", ERROR, 1000)
+    variant.trace = tmp_path / "wall-clock-expiry-seed1000.trace"
+    variant.replays = [
+        Observed(tmp_path / "r1.trace", {"exclusive_leases": False}),
+        Observed(tmp_path / "r2.trace", error="worker-2 not ready after 30s: port in use"),
+    ]
+    report = ValidationReport("leases", golden, {"wall-clock-expiry": variant})
+    report.rerun.append(
+        {"what": "replay of x.trace", "error": "lost worker", "trace": "x.harness-error.trace"}
+    )
+    console = Console(file=io.StringIO(), width=240, highlight=False)
+    print_report(report, console)
+    assert isinstance(console.file, io.StringIO)
+    text = " ".join(console.file.getvalue().split())
+    for fragment in (
+        "harness error: worker-2 not ready after 30s: port in use",
+        "run again after a harness error: replay of x.trace: lost worker "
+        "(its trace: x.harness-error.trace)",
+        "leases incomplete (harness error)",
+    ):
+        assert fragment in text
+    assert report.exit_code == 3
 
 
 @pytest.mark.parametrize(

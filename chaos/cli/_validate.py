@@ -38,6 +38,7 @@ from chaos.validate import (
     ReplayFn,
     RunVariantFn,
     ValidationReport,
+    VariantCheck,
     bounded,
     check_declarations,
     real_replay,
@@ -293,6 +294,14 @@ async def _on_session(
         return report
 
 
+def _errors(check: VariantCheck) -> list[str]:
+    """The distinct harness errors a variant's check met (no-fault run, seeds, replays)."""
+    found = [check.no_faults.error] if check.no_faults is not None else []
+    found += [a.get("error") for a in check.attempts]
+    found += [r.error for r in check.replays]
+    return list(dict.fromkeys(e for e in found if e))
+
+
 def print_report(report: ValidationReport, out: Console | None = None) -> None:
     """The golden table, the variants table and the one-line conclusion."""
     out = out or Console(highlight=False, soft_wrap=True)
@@ -342,6 +351,12 @@ def print_report(report: ValidationReport, out: Console | None = None) -> None:
                   f"also violated: {also}")  # fmt: skip
         out.print(f"    signals: {signals}")
         out.print(f"    trace: {escape(str(check.trace or '-'))}")
+        for error in _errors(check):
+            out.print(f"    [red]harness error[/]: {escape(error)}")
+    for again in report.rerun:
+        kept = f" (its trace: {again['trace']})" if again.get("trace") else ""
+        out.print(f"[yellow]run again after a harness error[/]: {escape(str(again['what']))}: "
+                  f"{escape(str(again['error']))}{escape(kept)}")  # fmt: skip
     if report.error is not None:
         out.print(f"[red]validation stopped early: {escape(report.error)}[/]")
     missing = [v for v in report.expected if v not in report.variants]
