@@ -292,9 +292,11 @@ def reap(record: Record, *, reason: str, patience: float = _PATIENCE_S) -> Reape
     reaped = Reaped(record.run_id, reason, record.owner, record.command)
     _kill_members(record, reaped, patience)
     _remove_cgroups(record, reaped, patience)
-    from chaos.services import _container_reap  # loads Docker's client only when needed
+    if record.containers:  # only a run that wrote down containers asks the daemon (a run's
+        # end in every worker: no Docker client import, no request, for a run without any)
+        from chaos.services import _container_reap
 
-    reaped.containers = _container_reap.reap_run_containers(record.run_id)
+        reaped.containers = _container_reap.reap_run_containers(record.run_id)
     _release_postgres_segments(record, reaped)
     _remove_files(record, {k["pid"] for k in reaped.killed}, reaped)
     _remove_dirs(record, reaped)

@@ -86,6 +86,8 @@ class Record:
     processes: dict[int, tuple[int, str]] = field(default_factory=dict)
     registry: Path | None = None
     cgroups: list[Path] = field(default_factory=list)
+    #: The run wrote down that it makes containers (its end removes those of its label).
+    containers: bool = False
 
     @property
     def command(self) -> str:
@@ -121,6 +123,8 @@ def parse(path: Path, text: str) -> Record | None:
                 record.processes[int(item["process"])] = (int(item["start"]), str(item["name"]))
             elif "cgroup" in item:
                 record.cgroups.append(Path(item["cgroup"]))
+            elif "containers" in item:
+                record.containers = True
         except (ValueError, KeyError, TypeError):
             continue
     return record

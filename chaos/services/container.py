@@ -72,7 +72,8 @@ class _Incarnation:
 def _labels(name: str) -> dict[str, str]:
     labels = {LABEL_SERVICE: name, LABEL_REGISTRY: str(registry.registry_dir())}
     registration = registry.current()
-    if registration is not None:
+    if registration is not None:  # written down before the container is created
+        registration.add_containers()
         labels[LABEL_RUN] = registration.run_id
     return labels
 

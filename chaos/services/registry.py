@@ -91,6 +91,8 @@ class Registration:
         self.files: list[Path] = []
         self.processes: dict[int, tuple[int, str]] = {}
         self.cgroups: list[Path] = []
+        #: Whether this run may have created a container (written down before the first).
+        self.containers = False
         self._faketime: str | None = None
 
     # writing down ----------------------------------------------------------------------
@@ -126,6 +128,13 @@ class Registration:
         emptied (its members SIGKILLed) and removed by the next collection."""
         self._append({"cgroup": str(path)})
         self.cgroups.append(path)
+
+    def add_containers(self) -> None:
+        """Write down, before its first container is created, that this run makes containers
+        (labelled with its run id): only such a run's end asks the Docker daemon for them."""
+        if not self.containers:
+            self._append({"containers": True})
+            self.containers = True
 
     def add_process(self, pid: int, name: str) -> None:
         """Write down a child by pid and start time."""
@@ -163,6 +172,7 @@ class Registration:
             processes=dict(self.processes),
             registry=self.directory,
             cgroups=list(self.cgroups),
+            containers=self.containers,
         )
 
     def close(self) -> Reaped:

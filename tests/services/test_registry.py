@@ -140,6 +140,36 @@ def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "300"], env={**os.environ, **(env or {})})
 
 
+@pytest.mark.parametrize("made_containers", [False, True])
+def test_only_a_run_that_wrote_down_containers_asks_docker_for_them(
+    made_containers: bool, reg_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chaos.services import _container_reap
+
+    asked: list[str] = []
+    monkeypatch.setattr(_container_reap, "reap_run_containers", lambda run: asked.append(run) or [])
+    run_id = "999999-1-2"
+    path = _fake_dead_run(reg_dir, run_id, [{"containers": True}] if made_containers else [])
+    record = parse(path, path.read_text())
+    assert record is not None
+    assert record.containers is made_containers
+    assert [r.run_id for r in collect(reg_dir).reaped] == [run_id]
+    assert asked == ([run_id] if made_containers else [])
+
+
+def test_a_registration_writes_down_containers_once(reg_dir: Path) -> None:
+    registration = registry.open_registration(reg_dir)
+    try:
+        assert not registration.record().containers
+        registration.add_containers()
+        registration.add_containers()
+        lines = registration.path.read_text().splitlines()
+        assert lines.count(json.dumps({"containers": True})) == 1
+        assert registration.record().containers
+    finally:
+        registration.close()
+
+
 def test_collect_reaps_exactly_what_the_dead_run_left(reg_dir: Path, tmp_path: Path) -> None:
     run_id = "999999-1-1"
     run_dir = tmp_path / "chaos-run-x"
