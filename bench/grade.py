@@ -15,11 +15,14 @@ D. memory per warm worker: the RSS of its PostgreSQL (every backend) and nats-se
 E. the same as A for tenants and leases (leases: three candidate instances per run);
 F. a trainer's loop: ``chaos.grade`` six times in one process on one kept pool of warm
    workers (``chaos.grade_pool``), 5 seeds each: grades per minute after the first;
+G. A's plain and graded batches on workers kept from a warm-up batch (a grading service's
+   steady state, without the start-up a command pays): runs per minute, their ratio, the
+   machine's CPU per run (at B's best --jobs);
 
 and the older parts, on request (--parts): 2. the sandbox's cost per run in this process,
 3. one grade repeated (spread of its reward, must be 0), 4. the container sandbox's cost.
 
-Usage: python bench/grade.py [--seeds 16] [--jobs 8] [--best-jobs 4,8,12] [--parts A,B,C,D,E,F]
+Usage: python bench/grade.py [--seeds 16] [--jobs 8] [--best-jobs 4,8,12] [--parts A,...,G]
        [--pack-seeds 8] [--rounds 1] [--pairs 6] [--repeats 5]
 
 ``--rounds N`` repeats A's and E's plain/graded pair N times, the order swapped each round
@@ -258,6 +261,63 @@ def trainer(scenario: Scenario, golden: Path, out: Path, grades: int = 6, seeds:
           f"grades/min of {seeds} seeds")  # fmt: skip
 
 
+def _machine_cpu_s() -> float:
+    """CPU seconds this machine spent so far (every process: /proc/stat's busy jiffies)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def kept_pool(
+    scenario: Scenario, golden: Path, seeds: list[int], jobs: int, out: Path, rounds: int = 1
+) -> None:
+    """G. Plain and graded runs on workers kept from an earlier batch (``LocalExecutor.session``
+    with its warm pool, as a trainer's grading service or ``chaos.grade``'s pool runs them):
+    a warm-up batch of ``jobs`` runs starts the workers, then the measured batch. Without the
+    workers' start-up (paid once per command in A and B), this is the rate a grading service
+    keeps up. CPU is the machine's (every process, this bench's included), per run."""
+    task = scenario.task
+    assert task is not None
+    spec = CandidateSpec(Program.from_path(golden), task.limits, hidden=(out.resolve(),))
+    n = len(seeds)
+    print(f"G. on kept workers (started by a warm-up batch of {jobs}), {scenario.id}, seeds "
+          f"{seeds[0]}..{seeds[-1]}, --jobs {jobs}" + (f", {rounds} rounds" if rounds > 1 else ""))  # fmt: skip  # noqa: E501
+
+    def one(candidate: CandidateSpec | None) -> tuple[float, float, int]:
+        folder = Path(tempfile.mkdtemp(dir=out))
+
+        def specs(which: list[int]) -> list[RunSpec]:
+            return [RunSpec(scenario_arg(scenario), s, (), folder, candidate=candidate)
+                    for s in which]  # fmt: skip
+
+        async def go() -> tuple[float, float, int]:
+            executor = LocalExecutor()
+            async with executor.session(jobs, warm_pool=True) as run_batch:
+                await run_batch(specs(list(range(9000, 9000 + jobs))), None)
+                cpu, started = _machine_cpu_s(), time.monotonic()
+                outcomes = await run_batch(specs(seeds), None)
+                wall, cpu = time.monotonic() - started, _machine_cpu_s() - cpu
+            held = sum(o.outcome == "held" for o in outcomes)
+            return 60 * n / wall, cpu / n, held
+
+        return trio.run(go)
+
+    ratios = []
+    for r in range(rounds):
+        got = {}
+        for kind in ("plain", "graded") if r % 2 == 0 else ("graded", "plain"):
+            got[kind] = one(spec if kind == "graded" else None)
+        for kind in ("plain", "graded"):
+            rate, cpu, held = got[kind]
+            print(f"   {kind:6} {rate:6.1f} runs/min, held {held}/{n}, machine CPU per run "
+                  f"{cpu:.2f} s")  # fmt: skip
+        ratios.append(got["graded"][0] / got["plain"][0])
+        print(f"   graded/plain: x{ratios[-1]:.2f} runs/min (target >= 0.9); graded "
+              f"{got['graded'][0]:.1f} runs/min (target >= 100)")  # fmt: skip
+    if rounds > 1:
+        print(f"   median of {rounds} rounds: graded/plain x{statistics.median(ratios):.2f}")
+
+
 def throughput(scenario: Scenario, golden: Path, seeds: list[int], out: Path) -> None:
     print(f"1. graded runs per minute, golden candidate, seeds {seeds[0]}..{seeds[-1]}")
     base = None
@@ -396,7 +456,7 @@ def main() -> None:
                         help="plain/graded pairs of A and E, order swapped each round")  # fmt: skip
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--parts", default="A,B,C,D,E,F", help="A-F, and 1-4 (older parts)")
+    parser.add_argument("--parts", default="A,B,C,D,E,F,G", help="A-G, and 1-4 (older parts)")
     parser.add_argument("--scenario", default="payments", help="the pack of A-D and 1-4")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -430,6 +490,8 @@ def main() -> None:
                 side_by_side(other, program, pack_seeds, args.jobs, work, "E.", args.rounds)
         if "F" in parts:
             trainer(scenario, golden, work)
+        if "G" in parts:
+            kept_pool(scenario, golden, seeds, best, work, args.rounds)
         if "1" in parts:
             throughput(scenario, golden, list(range(first, first + 8)), work)
         if "2" in parts:
