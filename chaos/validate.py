@@ -21,6 +21,7 @@ that names each outcome share the report's types and are read in order.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -488,25 +489,30 @@ def again_on_harness_error(
     variant, so it must neither fail nor pass a check, and a rare one (a machine hiccup)
     must not stop a validation that CI runs."""
 
-    def keep(observed: Observed) -> str | None:
+    def keep(observed: Observed, started: float) -> str | None:
         trace = observed.trace
         aside = trace.with_name(f"{trace.stem}.harness-error{trace.suffix}")
-        try:
+        try:  # only a trace this run wrote, not an earlier validation's at the same path
+            # (1 s of slack: a file's times come from the kernel's coarse clock)
+            if trace.stat().st_mtime < started - 1.0:
+                return None
             trace.replace(aside)
         except OSError:  # never written (the run failed before its trace opened)
             return None
         return str(aside)
 
     async def one_run(variant: str, seed: int, out: Path, *, faults: bool = True) -> Observed:
+        started = time.time()
         observed = await run(variant, seed, out, faults=faults)
         if observed.error is None:
             return observed
         what = f"{variant} seed {seed}" + ("" if faults else " (no fault)")
         say(f"{what}: harness error ({observed.error}): running it again")
-        log.append({"what": what, "error": observed.error, "trace": keep(observed)})
+        log.append({"what": what, "error": observed.error, "trace": keep(observed, started)})
         return await run(variant, seed, out, faults=faults)
 
     async def replays(trace: Path, times: int) -> list[Observed]:
+        started = time.time()
         observed = await replay(trace, times)
         failed = [r for r in observed if r.error is not None]
         if not failed:
@@ -514,7 +520,9 @@ def again_on_harness_error(
         say(f"{trace.name}: {len(failed)} of {times} replays hit a harness error "
             f"({failed[0].error}): replaying x{times} again")  # fmt: skip
         for r in failed:
-            log.append({"what": f"replay of {trace.name}", "error": r.error, "trace": keep(r)})
+            log.append(
+                {"what": f"replay of {trace.name}", "error": r.error, "trace": keep(r, started)}
+            )
         return await replay(trace, times)
 
     return one_run, replays

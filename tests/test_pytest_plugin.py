@@ -367,7 +367,9 @@ def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
 
     replayed = run_chaos_replay(trace, pytester.path, times=3)
     assert replayed.returncode in (0, 1), replayed.stdout + replayed.stderr
-    assert 0 <= replays_with(replayed, "exactly_once") <= 3, replayed.stdout
+    replays_with(replayed, "exactly_once")  # the recording violated it: a fidelity line
+    assert "replay fidelity: " in replayed.stdout
+    assert replayed.stdout.split("replay fidelity: ", 1)[1].split(" ", 1)[0][-2:] == "/3"
     recorded = read_trace(trace).schedule
     for n in (1, 2, 3):
         again_trace = trace.with_name(trace.name.replace(".trace", f".replay-{n}.trace"))

@@ -285,6 +285,20 @@ async def test_a_harness_error_is_run_again_once_and_kept_aside(
     assert report.to_json()["rerun"] == report.rerun
 
 
+async def test_an_earlier_validations_trace_is_not_taken_for_the_erring_one(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    old = tmp_path / "broken-nofaults.trace"  # the quiet run's path, from a validation before
+    _write(old, b"an earlier validation's trace")
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    fake = Fake({("broken", None): "postgres did not answer", ("broken", 1000): DUPLICATED})
+    report = await check(fake, tmp_path)
+    assert [r["trace"] for r in report.rerun] == [None]
+    assert _read(old) == b"an earlier validation's trace"
+
+
 async def test_a_harness_error_that_comes_again_stands(tmp_path: Path) -> None:
     fake = Fake({("broken", 1000): DUPLICATED}, [DUPLICATED, "postgres died"])
     report = await check(fake, tmp_path)
