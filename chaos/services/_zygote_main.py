@@ -16,6 +16,7 @@ child. See chaos/services/zygote.py.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -145,6 +146,10 @@ def main() -> Callable[[], None]:
             importlib.import_module(name)
         if threading.active_count() != 1:
             raise RuntimeError("a preloaded module started a thread: cannot fork safely")
+        # What the imports made lives as long as the zygote: out of the collector's sight,
+        # a forked service's collections never walk (and so never copy) those pages.
+        gc.collect()
+        gc.freeze()
     except BaseException as exc:  # report anything, then exit
         sock.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
         os._exit(1)

@@ -96,6 +96,29 @@ async def test_the_service_gets_its_env_cwd_argv_session_and_the_harness_as_pare
     ]
 
 
+async def _gc_lines(zygote: Zygote | None) -> list[str]:
+    seen: list[tuple[str, str, str]] = []
+    async with open_process_service(
+        "gc", [*SVC, "gc"], log_sink=lambda *a: seen.append(a), env=UNBUF, zygote=zygote
+    ) as p:
+        assert await p.wait() == 0
+        await p.exited.wait()
+        await trio.sleep(0.1)
+    return _lines(seen, "stdout")
+
+
+async def test_a_forked_services_collector_never_walks_the_zygotes_imports(
+    zygote: Zygote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the zygote froze what its imports made: a fork's collections skip (and do not copy)
+    # those pages; what the service makes itself is collected as usual
+    assert await _gc_lines(zygote) == ["walks_preloaded=False", "walks_its_own=True"]
+    assert zygote.forks == 1
+    # exec'd (no zygote), the same service's collector walks everything
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    assert await _gc_lines(None) == ["walks_preloaded=True", "walks_its_own=True"]
+
+
 @pytest.mark.parametrize("code", [3, 0])
 async def test_exit_codes_are_reported(zygote: Zygote, code: int) -> None:
     async with open_process_service(

@@ -30,6 +30,13 @@ def main() -> None:
         while True:
             print(f"skew={time.time() - float(sys.argv[2]) - time.monotonic():.0f}", flush=True)
             time.sleep(0.05)
+    elif mode == "gc":  # does the collector walk what the zygote imported (json's code)?
+        import gc
+        import json
+
+        decode = json.decoder.JSONDecoder.decode
+        print(f"walks_preloaded={any(o is decode for o in gc.get_objects())}")
+        print(f"walks_its_own={any(o is main for o in gc.get_objects())}")
     elif mode == "sleep":
         print("ready", flush=True)
         time.sleep(600)
