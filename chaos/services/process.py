@@ -272,13 +272,15 @@ class ManagedProcess(Incarnations[_Incarnation]):
 
     # -- faults ------------------------------------------------------------------------
 
-    def _signal_service(self, sig: int) -> None:
-        """Signal the leader's process group and every descendant that left it."""
+    def _signal_service(self, sig: int, members: dict[int, ProcEntry] | None = None) -> None:
+        """Signal the leader's process group and every descendant that left it (``members``:
+        its family as the caller has just read it, else read here)."""
         cur = self._current
         if cur is None:
             return
         leader = cur.proc.pid
-        members = family(leader)
+        if members is None:
+            members = family(leader)
         if cur.proc.returncode is None:  # an unreaped leader keeps its pgid reserved
             try:
                 os.killpg(leader, sig)
@@ -310,10 +312,11 @@ class ManagedProcess(Incarnations[_Incarnation]):
         cur = self._current
         if cur is None:
             return
-        members = {**known, **family(cur.proc.pid)}
+        now = family(cur.proc.pid)  # one read of /proc for both: it reads every process
+        members = {**known, **now}
         if cur.proc.returncode is None:
             cur.expected_exit = True
-        self._signal_service(signal.SIGKILL)
+        self._signal_service(signal.SIGKILL, now)
         self._paused = False
         await cur.proc.wait()
         await reap_family(members, cur.proc.pid)
