@@ -17,7 +17,7 @@ F. a trainer's loop: ``chaos.grade`` six times in one process on one kept pool o
    workers (``chaos.grade_pool``), 5 seeds each: grades per minute after the first;
 G. A's plain and graded batches on workers kept from a warm-up batch (a grading service's
    steady state, without the start-up a command pays): runs per minute, their ratio, the
-   machine's CPU per run (at B's best --jobs);
+   machine's CPU per run and of it the harness's (the machine's less the candidate's own);
 
 and the older parts, on request (--parts): 2. the sandbox's cost per run in this process,
 3. one grade repeated (spread of its reward, must be 0), 4. the container sandbox's cost.
@@ -283,14 +283,14 @@ def kept_pool(
     print(f"G. on kept workers (started by a warm-up batch of {jobs}), {scenario.id}, seeds "
           f"{seeds[0]}..{seeds[-1]}, --jobs {jobs}" + (f", {rounds} rounds" if rounds > 1 else ""))  # fmt: skip  # noqa: E501
 
-    def one(candidate: CandidateSpec | None) -> tuple[float, float, int]:
+    def one(candidate: CandidateSpec | None) -> tuple[float, float, int, float]:
         folder = Path(tempfile.mkdtemp(dir=out))
 
         def specs(which: list[int]) -> list[RunSpec]:
             return [RunSpec(scenario_arg(scenario), s, (), folder, candidate=candidate)
                     for s in which]  # fmt: skip
 
-        async def go() -> tuple[float, float, int]:
+        async def go() -> tuple[float, float, int, float]:
             executor = LocalExecutor()
             async with executor.session(jobs, warm_pool=True) as run_batch:
                 await run_batch(specs(list(range(9000, 9000 + jobs))), None)
@@ -298,7 +298,9 @@ def kept_pool(
                 outcomes = await run_batch(specs(seeds), None)
                 wall, cpu = time.monotonic() - started, _machine_cpu_s() - cpu
             held = sum(o.outcome == "held" for o in outcomes)
-            return 60 * n / wall, cpu / n, held
+            mine = sum(float(((o.result or {}).get("candidate") or {}).get("cpu_s") or 0.0)
+                       for o in outcomes)  # fmt: skip
+            return 60 * n / wall, cpu / n, held, mine / n
 
         return trio.run(go)
 
@@ -308,9 +310,9 @@ def kept_pool(
         for kind in ("plain", "graded") if r % 2 == 0 else ("graded", "plain"):
             got[kind] = one(spec if kind == "graded" else None)
         for kind in ("plain", "graded"):
-            rate, cpu, held = got[kind]
+            rate, cpu, held, mine = got[kind]
             print(f"   {kind:6} {rate:6.1f} runs/min, held {held}/{n}, machine CPU per run "
-                  f"{cpu:.2f} s")  # fmt: skip
+                  f"{cpu:.2f} s, of it the candidate {mine:.2f} s: harness {cpu - mine:.2f} s")  # fmt: skip  # noqa: E501
         ratios.append(got["graded"][0] / got["plain"][0])
         print(f"   graded/plain: x{ratios[-1]:.2f} runs/min (target >= 0.9); graded "
               f"{got['graded'][0]:.1f} runs/min (target >= 100)")  # fmt: skip
