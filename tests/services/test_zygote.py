@@ -108,14 +108,13 @@ async def _gc_lines(zygote: Zygote | None) -> list[str]:
 
 
 async def test_a_forked_services_collector_never_walks_the_zygotes_imports(
-    zygote: Zygote, monkeypatch: pytest.MonkeyPatch
+    zygote: Zygote,
 ) -> None:
     # the zygote froze what its imports made: a fork's collections skip (and do not copy)
     # those pages; what the service makes itself is collected as usual
     assert await _gc_lines(zygote) == ["walks_preloaded=False", "walks_its_own=True"]
     assert zygote.forks == 1
     # exec'd (no zygote), the same service's collector walks everything
-    monkeypatch.setenv("PYTHONPATH", ROOT)
     assert await _gc_lines(None) == ["walks_preloaded=True", "walks_its_own=True"]
 
 
