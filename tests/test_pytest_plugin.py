@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -367,9 +368,8 @@ def test_the_machine_example_finds_shrinks_to_one_fault_and_its_trace_replays(
 
     replayed = run_chaos_replay(trace, pytester.path, times=3)
     assert replayed.returncode in (0, 1), replayed.stdout + replayed.stderr
-    replays_with(replayed, "exactly_once")  # the recording violated it: a fidelity line
-    assert "replay fidelity: " in replayed.stdout
-    assert replayed.stdout.split("replay fidelity: ", 1)[1].split(" ", 1)[0][-2:] == "/3"
+    # the recording violated exactly_once (above): a fidelity line over the 3 replays
+    assert re.search(r"^replay fidelity: [0-3]/3\b", replayed.stdout, re.M), replayed.stdout
     recorded = read_trace(trace).schedule
     for n in (1, 2, 3):
         again_trace = trace.with_name(trace.name.replace(".trace", f".replay-{n}.trace"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -288,8 +289,6 @@ async def test_a_harness_error_is_run_again_once_and_kept_aside(
 async def test_an_earlier_validations_trace_is_not_taken_for_the_erring_one(
     tmp_path: Path,
 ) -> None:
-    import os
-
     old = tmp_path / "broken-nofaults.trace"  # the quiet run's path, from a validation before
     _write(old, b"an earlier validation's trace")
     os.utime(old, (1_000_000_000, 1_000_000_000))
