@@ -10,22 +10,26 @@ A. plain vs graded at the same --jobs (payments golden, its bundled golden progr
    the workers, their servers and services; ``getrusage`` of this process and its reaped
    children, minus the candidate's own CPU from its report);
 B. graded runs per minute at other --jobs: the best one (target >= 100 on 2 cores);
-C. a 20-seed held-out grade (a key's seeds) at the best --jobs: wall seconds (target <= 20);
+C. a 20-seed held-out grade (a key's seeds) at the best --jobs: wall seconds (target <= 20),
+   the process's first (it starts ``chaos.grade``'s workers) and then another key's seeds on
+   the workers it kept (a trainer's reward latency);
 D. memory per warm worker: the RSS of its PostgreSQL (every backend) and nats-server;
 E. the same as A for tenants and leases (leases: three candidate instances per run);
 F. a trainer's loop: ``chaos.grade`` six times in one process on one kept pool of warm
    workers (``chaos.grade_pool``), 5 seeds each: grades per minute after the first;
-G. A's plain and graded batches on workers kept from a warm-up batch (a grading service's
-   steady state, without the start-up a command pays): runs per minute, their ratio, the
-   machine's CPU per run and of it the harness's (the machine's less the candidate's own);
+G. plain and graded batches of --kept-seeds (48: several waves, a steady state) on workers
+   kept from a warm-up batch (a grading service's steady state, without the start-up a
+   command pays), at each of --kept-jobs (8,12): runs per minute, their ratio, the machine's
+   CPU per run and of it the harness's (the machine's less the candidate's own);
 
 and the older parts, on request (--parts): 2. the sandbox's cost per run in this process,
 3. one grade repeated (spread of its reward, must be 0), 4. the container sandbox's cost.
 
 Usage: python bench/grade.py [--seeds 16] [--jobs 8] [--best-jobs 4,8,12] [--parts A,...,G]
-       [--pack-seeds 8] [--rounds 1] [--pairs 6] [--repeats 5]
+       [--pack-seeds 8] [--kept-seeds 48] [--kept-jobs 8,12] [--rounds 1] [--pairs 6]
+       [--repeats 5]
 
-``--rounds N`` repeats A's and E's plain/graded pair N times, the order swapped each round
+``--rounds N`` repeats A's, E's and G's plain/graded pair N times, the order swapped each round
 (the 1-minute load average printed at each batch's start), and prints the median ratio: on a
 shared machine whose load changes between two batches, one pair's ratio says little.
 """
@@ -163,13 +167,18 @@ def best_jobs(scenario: Scenario, golden: Path, seeds: list[int], jobs: list[int
 
 
 def heldout(scenario: Scenario, golden: Path, jobs: int, out: Path, count: int = 20) -> None:
-    key = b"bench-heldout-key-0123456789abcdef"
-    started = time.monotonic()
-    result = grade(scenario, golden, heldout_key=key, heldout=count, jobs=jobs, out_dir=out)
-    wall = time.monotonic() - started
-    close_shared_pool()  # chaos.grade's kept workers (this was the process's first grade)
-    print(f"C. a {count}-seed held-out grade, --jobs {jobs}: {wall:.1f} s wall (target <= 20 s), "
-          f"reward {result.reward}, errors {result.errors}")  # fmt: skip
+    """C. The process's first held-out grade (it starts ``chaos.grade``'s workers), then one of
+    other held-out seeds (another key) on the workers it kept: a trainer's reward latency."""
+    walls = []
+    for key in (b"bench-heldout-key-0123456789abcdef", b"bench-heldout-key-fedcba9876543210"):
+        started = time.monotonic()
+        result = grade(scenario, golden, heldout_key=key, heldout=count, jobs=jobs, out_dir=out)
+        walls.append(time.monotonic() - started)
+        print(f"C. a {count}-seed held-out grade, --jobs {jobs}, "
+              f"{'first in the process' if len(walls) == 1 else 'on the kept workers'}: "
+              f"{walls[-1]:.1f} s wall (target <= 20 s), reward {result.reward}, "
+              f"errors {result.errors}")  # fmt: skip
+    close_shared_pool()  # chaos.grade's kept workers
 
 
 def _tree(pid: int) -> list[int]:
@@ -456,6 +465,9 @@ def main() -> None:
     parser.add_argument("--pack-seeds", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=1,
                         help="plain/graded pairs of A and E, order swapped each round")  # fmt: skip
+    parser.add_argument("--kept-seeds", type=int, default=48,
+                        help="G's batch: several waves of --jobs, a steady state")  # fmt: skip
+    parser.add_argument("--kept-jobs", default="8,12", help="G's --jobs, each in turn")
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--parts", default="A,B,C,D,E,F,G", help="A-G, and 1-4 (older parts)")
@@ -493,7 +505,9 @@ def main() -> None:
         if "F" in parts:
             trainer(scenario, golden, work)
         if "G" in parts:
-            kept_pool(scenario, golden, seeds, best, work, args.rounds)
+            kept = list(range(first, first + args.kept_seeds))
+            for jobs in dict.fromkeys(int(j) for j in args.kept_jobs.split(",") if j):
+                kept_pool(scenario, golden, kept, jobs, work, args.rounds)
         if "1" in parts:
             throughput(scenario, golden, list(range(first, first + 8)), work)
         if "2" in parts:
