@@ -456,18 +456,30 @@ def repeats(
         )
 
 
+def _jobs_list(text: str) -> list[int]:
+    """``8,12``: --jobs values, each at least 1 (argparse turns the error into one line)."""
+    try:
+        jobs = [int(j) for j in text.split(",") if j.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want comma-separated numbers") from None
+    if not jobs or min(jobs) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: want at least one --jobs value, each >= 1")
+    return jobs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=8)
-    parser.add_argument("--best-jobs", default="4,12")
+    parser.add_argument("--best-jobs", type=_jobs_list, default="4,12")
     parser.add_argument("--pack-seeds", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=1,
-                        help="plain/graded pairs of A and E, order swapped each round")  # fmt: skip
+                        help="plain/graded pairs of A, E and G, order swapped")  # fmt: skip
     parser.add_argument("--kept-seeds", type=int, default=48,
                         help="G's batch: several waves of --jobs, a steady state")  # fmt: skip
-    parser.add_argument("--kept-jobs", default="8,12", help="G's --jobs, each in turn")
+    parser.add_argument("--kept-jobs", type=_jobs_list, default="8,12",
+                        help="G's --jobs, each in turn")  # fmt: skip
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--parts", default="A,B,C,D,E,F,G", help="A-G, and 1-4 (older parts)")
@@ -490,7 +502,7 @@ def main() -> None:
             _, graded = side_by_side(scenario, golden, seeds, args.jobs, work, "A.", args.rounds)
         if "B" in parts:
             done = {args.jobs: graded.rate} if "A" in parts else {}
-            more = [int(j) for j in args.best_jobs.split(",") if j]
+            more = args.best_jobs
             best = best_jobs(scenario, golden, seeds, [args.jobs, *more], work, done)
         if "C" in parts:
             heldout(scenario, golden, best, work)
@@ -506,7 +518,7 @@ def main() -> None:
             trainer(scenario, golden, work)
         if "G" in parts:
             kept = list(range(first, first + args.kept_seeds))
-            for jobs in dict.fromkeys(int(j) for j in args.kept_jobs.split(",") if j):
+            for jobs in dict.fromkeys(args.kept_jobs):
                 kept_pool(scenario, golden, kept, jobs, work, args.rounds)
         if "1" in parts:
             throughput(scenario, golden, list(range(first, first + 8)), work)
