@@ -37,7 +37,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -412,25 +412,30 @@ async def with_retries(
     return outcome
 
 
-async def run_warm(pool: WarmPool, spec: RunSpec) -> RunOutcome:
-    """One run on a warm worker of ``pool`` (``chaos.warm_pool``): the same outcome as
-    ``run_one``; a worker that ended before it answered is a lost worker."""
-    started, started_wall = time.monotonic(), time.time()
+def warm_request(spec: RunSpec) -> dict[str, Any]:
+    """``spec`` as a warm worker's request line (``chaos.warm_worker``)."""
     request: dict[str, Any] = {"scenario": spec.scenario, "variant": spec.variant,
                                "seed": spec.seed, "out": str(spec.trace)}  # fmt: skip
     if spec.schedule is not None:
         request["schedule"] = spec.schedule
     if spec.candidate is not None:
         request["candidate"] = spec.candidate.to_dict()
-    try:
-        answer = await pool.run(request)
-    except WorkerGone as exc:
-        outcome = RunOutcome(spec.seed, EXIT_HARNESS, wall_s=time.monotonic() - started)
-        outcome.error = outcome.lost_worker = str(exc)
+    return request
+
+
+def warm_outcome(
+    spec: RunSpec, answer: Mapping[str, Any] | None, gone: str, started: float, started_wall: float
+) -> RunOutcome:
+    """A warm worker's ``answer`` to ``spec`` as an outcome, as ``run_one``'s would be; None:
+    the worker ended before it answered (``gone`` says how), a lost worker."""
+    wall = time.monotonic() - started
+    if answer is None:
+        outcome = RunOutcome(spec.seed, EXIT_HARNESS, wall_s=wall)
+        outcome.error = outcome.lost_worker = gone
         outcome.trace = _trace_left(spec.trace, EXIT_HARNESS, started_wall)
         return outcome
     code = int(answer["exit_code"])
-    outcome = RunOutcome(spec.seed, code, wall_s=time.monotonic() - started)
+    outcome = RunOutcome(spec.seed, code, wall_s=wall)
     outcome.worker = f"{socket.gethostname()} warm worker pid {answer.get('pid', '?')}"
     outcome.trace = _trace_left(spec.trace, code, started_wall)
     if code in (EXIT_HELD, EXIT_VIOLATED):
@@ -440,6 +445,24 @@ async def run_warm(pool: WarmPool, spec: RunSpec) -> RunOutcome:
         if code == EXIT_HARNESS and isinstance(answer.get("verdict"), dict):
             outcome.result = answer["verdict"]  # a graded run's report: candidate_started
     return outcome
+
+
+async def run_warm(pool: WarmPool, spec: RunSpec) -> RunOutcome:
+    """One run on a warm worker of ``pool`` (``chaos.warm_pool``): the same outcome as
+    ``run_one``; a worker that ended before it answered is a lost worker."""
+    started, started_wall = time.monotonic(), time.time()
+    try:
+        answer: dict[str, Any] | None = await pool.run(warm_request(spec))
+    except WorkerGone as exc:
+        return warm_outcome(spec, None, str(exc), started, started_wall)
+    return warm_outcome(spec, answer, "", started, started_wall)
+
+
+def can_run_warm(specs: Sequence[RunSpec], wanted: bool | None, run_timeout: float | None) -> bool:
+    """Whether ``specs`` run on warm workers: ``wanted`` (None: ``CHAOS_WARM``, default yes),
+    no ``run_timeout`` (a cold run's child is what a timeout kills) and no run arguments."""
+    wanted = warm.enabled() if wanted is None else wanted
+    return wanted and run_timeout is None and not any(s.args for s in specs)
 
 
 @dataclass
@@ -460,8 +483,7 @@ class LocalExecutor:
     pool: WarmPool | None = field(default=None, init=False)
 
     def warm_for(self, specs: Sequence[RunSpec]) -> bool:
-        wanted = warm.enabled() if self.warm is None else self.warm
-        return wanted and self.run_timeout is None and not any(s.args for s in specs)
+        return can_run_warm(specs, self.warm, self.run_timeout)
 
     async def __call__(
         self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None

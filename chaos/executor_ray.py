@@ -4,10 +4,12 @@
 
     caller (chaos sweep/validate/grade --ray [ADDRESS])          Ray worker (any node)
       connect(ADDRESS): syntax, TCP reach, ray.init   ──┐
-      RunSpec as plain data  ─────────────────────────── ► _run_on_worker(spec, run_timeout)
-                                                           temp dir; chaos.executor.run_one:
-                                                           ``chaos run ... --json`` child,
-                                                           services started as locally
+      RunSpec as plain data, warm? ──────────────────── ► _run_on_worker(spec, timeout, warm)
+                                                           temp dir; warm: the run sent to
+                                                           the warm worker this Ray worker
+                                                           keeps between tasks (_run_kept);
+                                                           else chaos.executor.run_one: a
+                                                           ``chaos run ... --json`` child
       RunOutcome + trace bytes  ◄────────────────────── ─ exit code, JSON verdict, error
       trace written under the local --out-dir              line, timings, the trace's bytes
                                                            (TRACE.partial's if cut short)
@@ -22,13 +24,20 @@ Ray is an optional extra (``pip install -e '.[ray]'``), imported only when ``--r
 given; every worker needs chaos-harness (same version) and Ray installed, and the packs and
 candidates it is given by path (see docs/scale.md).
 
-Size (about 560 lines): one module because it is everything that touches Ray (an optional
+Warm workers: a task runs warm under the local executor's rule (``can_run_warm``: no
+``--run-timeout``, no run arguments, ``CHAOS_WARM`` on the caller); its Ray worker process
+keeps one ``chaos.warm_pool.KeptWorker`` for the job's later tasks, which gets SIGTERM (and
+stops its servers) when that process ends, and ``disconnect`` waits for those a local
+instance's workers kept.
+
+Size (about 700 lines): one module because it is everything that touches Ray (an optional
 extra, imported nowhere else): the task, the connection to a local or existing cluster and its
 cleanup on every way a command ends (Ray's shutdown SIGKILLs workers' runs).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ipaddress
 import json
@@ -57,10 +66,14 @@ from chaos.executor import (
     OnOutcome,
     RunOutcome,
     RunSpec,
+    can_run_warm,
     run_child,
     run_one,
+    warm_outcome,
+    warm_request,
     with_retries,
 )
+from chaos.warm_pool import KeptWorker
 from ground import _signals
 from ground.errors import EXIT_HARNESS, ConfigError
 
@@ -274,12 +287,41 @@ def _session_dir(ray: ModuleType) -> Path | None:
         return None
 
 
+def _kept_workers() -> list[psutil.Process]:
+    """The warm workers this process's local Ray workers keep (``_run_kept``): descendants
+    running ``-m chaos.warm_worker``."""
+    found = []
+    with contextlib.suppress(psutil.Error):
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "chaos.warm_worker" in proc.cmdline()[1:4]:
+                    found.append(proc)
+    return found
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
 def disconnect() -> None:
     """Leave Ray. A local instance started by ``connect`` stops with all its workers, and
     its session folder (``/tmp/ray/session_*``: logs, sockets) is removed."""
     ray = import_ray()
+    kept = _kept_workers()
     if ray.is_initialized():
         _shutdown(ray, local=bool(_local_sessions))
+    # The warm workers the local instance's workers kept: SIGTERMed as their Ray worker died,
+    # they stop their PostgreSQL and nats-server; gone (or a zombie) before this returns.
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    while any(_running(p) for p in kept) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for proc in kept:
+        with contextlib.suppress(psutil.Error):
+            if _running(proc):
+                proc.kill()
     # Ray SIGKILLs what its workers started (their `chaos run` children): the runs of the
     # tasks it cut short (Ctrl-C, SIGTERM of the command) are reaped here, not later.
     from chaos.services.registry import collect_quietly
@@ -338,9 +380,52 @@ def _reap_orphans(parent: Path) -> int:
     return busy
 
 
-def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict[str, Any]:
-    """The Ray task: one ``chaos run`` on this worker, in a private temp dir; its outcome as
-    plain data with the trace's bytes."""
+#: This Ray worker process's warm worker, kept between its tasks (None until the first
+#: warm run, and after one that retired or ended). Ray runs one task at a time in a worker
+#: process, from its main thread, and keeps the process for the job's later tasks.
+_kept: KeptWorker | None = None
+#: Kept workers let go (retired, or ended), reaped by a later task.
+_let_go: list[KeptWorker] = []
+
+
+def _run_kept(spec: RunSpec) -> RunOutcome:
+    """``spec`` on this process's kept warm worker (started at the first warm task): the
+    same run a local warm pool makes, its PostgreSQL and nats-server kept for the next task."""
+    global _kept
+    _let_go[:] = [worker for worker in _let_go if not worker.reap()]
+    if _kept is None or not _kept.alive:
+        _kept = KeptWorker()
+    worker = _kept
+    started, started_wall = time.monotonic(), time.time()
+    answer = worker.run(warm_request(spec))
+    gone = ""
+    if answer is None or answer.get("retire"):
+        # ended, or stopping: the next task starts a fresh one
+        gone = worker.gone_message() if answer is None else ""
+        worker.close()
+        _let_go.append(worker)
+        _kept = None
+    outcome = warm_outcome(spec, answer, gone, started, started_wall)
+    outcome.worker = f"{_where()} warm worker pid {worker.pid}"
+    return outcome
+
+
+def _let_kept_go() -> None:
+    """At this process's exit: its kept worker stops its services (stdin closed; and it gets
+    SIGTERM when this process ends, whichever comes first)."""
+    if _kept is not None:
+        _kept.close()
+
+
+atexit.register(_let_kept_go)
+
+
+def _run_on_worker(
+    spec_data: dict[str, Any], run_timeout: float | None, warm: bool = False
+) -> dict[str, Any]:
+    """The Ray task: one run on this worker, in a private temp dir; its outcome as plain data
+    with the trace's bytes. ``warm``: on this worker process's kept warm worker (``_run_kept``),
+    else a cold ``chaos run`` child (and then ``run_timeout`` is enforced here)."""
     spec = RunSpec.from_dict(spec_data)
     _reap_orphans(Path(tempfile.gettempdir()))
     with tempfile.TemporaryDirectory(prefix=f"{_TMP_PREFIX}{os.getpid()}-") as tmp:
@@ -348,18 +433,22 @@ def _run_on_worker(spec_data: dict[str, Any], run_timeout: float | None) -> dict
         if candidate is not None:  # a graded run: the candidate must not read the traces
             candidate = candidate.with_hidden(Path(tmp))
         local = replace(spec, out_dir=Path(tmp), candidate=candidate)
-        # Ray's workers block SIGINT, and a child inherits the mask: the run could then not be
-        # stopped as Ctrl-C stops it (a timeout). Unblocked for the run's children only.
-        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-        try:
-            outcome = trio.run(run_one, local, run_timeout)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        on_kept = warm and can_run_warm([local], True, run_timeout)
+        if on_kept:
+            outcome = _run_kept(local)
+        else:
+            # Ray's workers block SIGINT, and a child inherits the mask: the run could then
+            # not be stopped as Ctrl-C stops it (a timeout). Unblocked for its children only.
+            mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            try:
+                outcome = trio.run(run_one, local, run_timeout)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         data = outcome.to_dict()
         trace = outcome.trace
         data["trace_bytes"] = trace.read_bytes() if trace is not None else None
         data["trace_partial"] = trace is not None and trace.suffix == ".partial"
-        data["worker"] = _where()
+        data["worker"] = outcome.worker if on_kept else _where()
         return data
 
 
@@ -489,14 +578,21 @@ class RayExecutor:
     """Runs each spec as a Ray task (``num_cpus=cpus``) on the cluster this process is
     connected to (``connect``). ``max_in_flight`` bounds the tasks submitted at once (None:
     all of them; the cluster's free CPUs decide how many run); the ``jobs`` argument of a
-    call is not used: the cluster schedules."""
+    call is not used: the cluster schedules. Each task runs on a warm worker its Ray worker
+    process keeps for the job's later tasks (``chaos.warm``: kept PostgreSQL and nats-server,
+    a graded run's candidate started fresh in its sandbox), under the local executor's rule
+    (``warm``, default ``CHAOS_WARM``; no ``run_timeout``, no run arguments), else as a
+    cold ``chaos run`` child."""
 
     cpus: float = 1.0
     run_timeout: float | None = None
     retries: int = LOST_RETRIES
     max_in_flight: int | None = None
     address: str = LOCAL
+    warm: bool | None = None
     kind: str = field(default="ray", init=False)
+    #: Whether the last batch ran on warm workers.
+    used_warm: bool | None = field(default=None, init=False)
 
     async def __call__(
         self, specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
@@ -511,8 +607,10 @@ class RayExecutor:
         limiter = trio.CapacityLimiter(self.max_in_flight or max(1, len(specs)))
         outcomes: list[RunOutcome | None] = [None] * len(specs)
 
+        on_warm = self.used_warm = can_run_warm(specs, self.warm, self.run_timeout)
+
         async def attempt(spec: RunSpec) -> RunOutcome:
-            ref = task.remote(spec.to_dict(), self.run_timeout)
+            ref = task.remote(spec.to_dict(), self.run_timeout, on_warm)
             try:
                 await waiter.wait(ref)
             except BaseException:
@@ -588,6 +686,7 @@ class RayExecutor:
             "address": self.address,
             "cpus_per_run": self.cpus,
             "run_timeout_s": self.run_timeout,
+            "warm": self.used_warm,
         }
 
 

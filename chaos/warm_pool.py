@@ -3,7 +3,9 @@
 ``WarmPool`` starts up to ``size`` worker processes (``python -m chaos.warm_worker``) when
 first needed and sends each request to an idle one; ``WarmWorker`` is one such child seen
 from the dispatcher: a request line out, an answer line back (the protocol is in
-``chaos.warm_worker``).
+``chaos.warm_worker``). ``KeptWorker`` is the same child driven without trio, for a process
+that keeps one between calls that are each their own ``trio.run`` or none (a Ray task's
+worker process: ``chaos.executor_ray``).
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import trio
 
-from chaos.services._spawn import PIPE, Child, spawn
+from chaos.services._spawn import PIPE, Child, spawn, with_pdeathsig
 from chaos.stress import SWEEP_JOBS_ENV
 from ground import _signals
 from ground.errors import ChaosError, ConfigError
@@ -65,11 +70,105 @@ class WarmWorker:
             return answer
 
     def _gone_message(self) -> str:
-        code = self.child.returncode
-        lines = [line.strip(" |+-") for line in self.stderr_tail]
-        lines = [line for line in lines if line]
-        last = lines[-1] if lines else "no output"
-        return f"the warm worker ended (exit code {code}): {last}"
+        return _gone(self.child.returncode, self.stderr_tail)
+
+
+def _gone(code: int | None, stderr_tail: Iterable[str]) -> str:
+    lines = [line.strip(" |+-") for line in stderr_tail]
+    lines = [line for line in lines if line]
+    last = lines[-1] if lines else "no output"
+    return f"the warm worker ended (exit code {code}): {last}"
+
+
+#: The signals a warm worker stops on; a Ray worker blocks SIGINT, and a child inherits that.
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+class KeptWorker:
+    """A ``python -m chaos.warm_worker`` child driven without trio, kept by this process
+    between calls: ``run(request)`` -> its answer, or None if it ended first
+    (``gone_message()`` says how). One request at a time, from the thread that made it (it
+    gets SIGTERM when that thread's process dies: it then stops its services and exits, as
+    on Ctrl-C). ``close()`` closes its stdin: it stops its services and exits on its own,
+    reaped by a later ``run`` or ``reap``."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        argv, preexec = with_pdeathsig(
+            [sys.executable, "-m", "chaos.warm_worker"], signal.SIGTERM, env
+        )
+        stdin_r, self._stdin = os.pipe()
+        self._stdout, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        try:
+            self.popen = subprocess.Popen(
+                argv, stdin=stdin_r, stdout=stdout_w, stderr=stderr_w, env=env,
+                start_new_session=True, preexec_fn=preexec,
+            )  # fmt: skip
+        except BaseException:
+            for fd in (self._stdin, self._stdout, stderr_r):
+                os.close(fd)
+            raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            for fd in (stdin_r, stdout_w, stderr_w):
+                os.close(fd)
+        self.pid = self.popen.pid
+        self.stderr_tail: deque[str] = deque(maxlen=20)
+        self._buffer = b""
+        self._closed = False
+        threading.Thread(target=self._drain, args=(stderr_r,), daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self.popen.poll() is None
+
+    def _drain(self, fd: int) -> None:
+        pending = b""
+        with os.fdopen(fd, "rb", buffering=0) as stream:
+            while chunk := stream.read(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                self.stderr_tail.extend(x.decode(errors="replace") for x in lines if x.strip())
+
+    def run(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Send one request, return the answer; None if the worker ended first."""
+        if self._closed:
+            return None
+        try:
+            os.write(self._stdin, json.dumps(dict(request)).encode() + b"\n")
+            while b"\n" not in self._buffer:
+                chunk = os.read(self._stdout, 65536)
+                if not chunk:
+                    self.popen.wait()
+                    return None
+                self._buffer += chunk
+        except OSError:  # its stdin closed: it ended
+            self.popen.wait()
+            return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def gone_message(self) -> str:
+        return _gone(self.popen.poll(), self.stderr_tail)
+
+    def close(self) -> None:
+        """Let it go: its stdin closed, it stops its services and exits."""
+        if not self._closed:
+            self._closed = True
+            for fd in (self._stdin, self._stdout):
+                with suppress(OSError):
+                    os.close(fd)
+
+    def reap(self, timeout: float | None = 0) -> bool:
+        """Whether it has exited (and is reaped), waiting at most ``timeout`` seconds."""
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
 
 async def _pump_stderr(worker: WarmWorker) -> None:

@@ -23,7 +23,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -115,6 +115,28 @@ class Child:
         self.send_signal(signal.SIGKILL)
 
 
+def with_pdeathsig(
+    argv: Sequence[str], pdeathsig: int | None, env: Mapping[str, str]
+) -> tuple[list[str], Callable[[], None] | None]:
+    """``argv`` (its program resolved) and a ``preexec_fn`` for ``subprocess.Popen`` so that
+    the child gets ``pdeathsig`` when the forking thread ends: through ``setpriv`` when
+    installed (no preexec_fn: Popen may vfork), else a preexec_fn."""
+    argv = [str(a) for a in argv]
+    argv[0] = resolve_executable(argv[0], env)
+    if pdeathsig is None:
+        return argv, None
+    helper = _setpriv()
+    if helper is not None:
+        name = signal.Signals(pdeathsig).name.removeprefix("SIG")
+        return [helper, "--pdeathsig", name, "--", *argv], None
+    sig = int(pdeathsig)
+
+    def preexec() -> None:  # pragma: no cover - runs in the forked child
+        _preexec(sig)
+
+    return argv, preexec
+
+
 def spawn(
     argv: Sequence[str],
     *,
@@ -133,20 +155,7 @@ def spawn(
     harness dies. ``stdout``/``stderr`` = ``PIPE`` gives trio streams (``Child.stdout``).
     Raises OSError when the program cannot be started."""
     environ = dict(os.environ if env is None else env)
-    argv = [str(a) for a in argv]
-    argv[0] = resolve_executable(argv[0], environ)
-    preexec = None
-    if pdeathsig is not None:
-        helper = _setpriv()
-        if helper is not None:
-            name = signal.Signals(pdeathsig).name.removeprefix("SIG")
-            argv = [helper, "--pdeathsig", name, "--", *argv]
-        else:
-            sig = int(pdeathsig)
-
-            def preexec() -> None:  # pragma: no cover - runs in the forked child
-                _preexec(sig)
-
+    argv, preexec = with_pdeathsig(argv, pdeathsig, environ)
     pipes: dict[str, tuple[int, int]] = {}
     try:
         for stream, wanted in (("stdout", stdout), ("stderr", stderr)):

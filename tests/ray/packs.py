@@ -1,11 +1,13 @@
 """A tiny pack without services for the executors' long-tail tests: it records one
-operation, then (by seed) returns, hangs forever, or waits for a file."""
+operation, then (by seed) returns, hangs forever, or waits for a file (``control/release``,
+after writing ``control/started-SEED``: the pid of the process that runs it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 SCENARIO_PY = """
+import os
 from pathlib import Path
 
 import trio
@@ -27,7 +29,11 @@ class Tiny(Scenario):
         if ctx.seed == HANG_SEED:  # a run that never ends
             await trio.sleep_forever()
         if ctx.seed == WAIT_SEED:  # a run that waits until CONTROL/release exists
-            (CONTROL / f"started-{ctx.seed}").touch()
+            # started-SEED holds the pid of the process running the run (a `chaos run`, or
+            # a warm worker): written whole, then renamed
+            partial = CONTROL / f".partial-started-{ctx.seed}"
+            partial.write_text(str(os.getpid()))
+            partial.rename(CONTROL / f"started-{ctx.seed}")
             while not (CONTROL / "release").exists():
                 await trio.sleep(0.05)
 

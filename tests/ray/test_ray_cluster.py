@@ -87,13 +87,12 @@ async def test_a_sweep_on_the_cluster_gives_the_local_runs_on_both_nodes(
 
 
 def _run_of(pack: Path, seed: int) -> psutil.Process | None:
-    """The ``chaos run PACK --seed SEED`` process (a Ray worker's child)."""
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info["cmdline"] or []
-        if "run" in cmdline and str(pack) in cmdline and "--seed" in cmdline:
-            if cmdline[cmdline.index("--seed") + 1] == str(seed):
-                return process
-    return None
+    """The process running ``seed`` (a Ray worker's child: its ``chaos run``, or the warm
+    worker it keeps), by the pid the waiting pack wrote in ``control/started-SEED``."""
+    try:
+        return psutil.Process(int((pack / "control" / f"started-{seed}").read_text()))
+    except (OSError, ValueError, psutil.Error):
+        return None
 
 
 def _raylet_of(run: psutil.Process) -> int:

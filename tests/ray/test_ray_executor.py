@@ -1,26 +1,35 @@
 """The Ray executor on a real local Ray instance (one per module; not mocked): the same
-verdicts and schedules as a local sweep, a worker killed mid-run is retried, a hanging run
-times out with what it recorded, the CLI reaches an existing cluster by its address, and no
-Ray process is left when the module ends."""
+verdicts and schedules as a local sweep, a worker killed mid-run is retried (warm and
+cold), a hanging run times out with what it recorded, the CLI reaches an existing cluster
+by its address, graded runs go to the warm workers Ray's workers keep with nothing of one
+reaching the next, and no Ray process is left when the module ends."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psutil
 import pytest
 import trio
 
-from chaos.executor import RunOutcome, RunSpec, executor_replay, executor_run
+from chaos.executor import OnOutcome, RunOutcome, RunSpec, executor_replay, executor_run
+from chaos.grading import GradeOptions, choose_seeds, run_grade
+from chaos.sandbox.candidate import Program
+from chaos.sandbox.process import default_isolation
 from chaos.sweep import sweep
+from chaos.task import bundle_program
 from replay.trace import read_trace
+from tests.grading.conftest import CANDIDATES, PAYMENTS, leftovers
+from tests.grading.test_warm_graded import ADVERSARIES, _lines
 from tests.ray.packs import HANG_SEED, WAIT_SEED, write_tiny_pack
 
 ray = pytest.importorskip("ray")
@@ -93,37 +102,37 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _ray_worker_running(seed: int) -> psutil.Process | None:
-    """The Ray worker process whose ``chaos run`` child runs ``seed``."""
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info["cmdline"] or []
-        if "run" in cmdline and "--seed" in cmdline and str(seed) in cmdline:
-            try:
-                parent = process.parent()
-            except psutil.Error:
-                continue
-            if parent is not None and "ray" in " ".join(parent.cmdline()).lower():
-                return parent
-    return None
+def _ray_worker_of(started: Path) -> psutil.Process | None:
+    """The Ray worker whose task runs the run that wrote ``started`` (its pid: the ``chaos
+    run`` child, or the kept warm worker, of that Ray worker)."""
+    run = psutil.Process(int(started.read_text()))
+    return run.parent()
 
 
-async def test_a_task_killed_mid_run_is_retried(ray_instance: str, tiny: Path) -> None:
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_a_task_killed_mid_run_is_retried(ray_instance: str, tiny: Path, warm: bool) -> None:
     control, out = tiny / "control", tiny.parent / "out"
     out.mkdir()
     spec = RunSpec(str(tiny), WAIT_SEED, (), out)
     done: list[RunOutcome] = []
+    executor = RayExecutor(warm=warm)
 
     async def run() -> None:
-        done.extend(await RayExecutor()([spec], 1))
+        done.extend(await executor([spec], 1))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run)
         with trio.fail_after(120):
             while not (control / f"started-{WAIT_SEED}").exists():
                 await trio.sleep(0.05)
-        worker = _ray_worker_running(WAIT_SEED)
+        worker = _ray_worker_of(control / f"started-{WAIT_SEED}")
         assert worker is not None
-        orphans = [p.pid for p in worker.children()]  # its chaos run, which gets SIGTERM
+        assert "ray" in " ".join(worker.cmdline()).lower()
+        # its chaos run, or its kept warm worker (running the run), which get SIGTERM
+        orphans = [p.pid for p in worker.children()]
+        assert orphans
+        if warm:
+            assert any("chaos.warm_worker" in " ".join(p.cmdline()) for p in worker.children())
         os.kill(worker.pid, signal.SIGKILL)
         (control / f"started-{WAIT_SEED}").unlink()
         (control / "release").touch()
@@ -132,6 +141,8 @@ async def test_a_task_killed_mid_run_is_retried(ray_instance: str, tiny: Path) -
     assert outcome.attempts == 2
     assert len(outcome.lost) == 1
     assert "the worker was lost" in outcome.lost[0]
+    assert executor.describe()["warm"] is warm
+    assert ("warm worker pid" in outcome.worker) is warm
     assert outcome.trace == spec.trace
     assert read_trace(spec.trace).end is not None
     # The killed worker's temp dir is reaped by the next task, once its run has exited.
@@ -212,3 +223,54 @@ async def test_validate_replays_through_ray(ray_instance: str, tmp_path: Path) -
     assert again.trace == tmp_path / "golden-seed3.replay-1.trace"
     assert again.verdicts == held.verdicts
     assert read_trace(again.trace).header["seed"] == 3
+
+
+@pytest.mark.skipif(default_isolation() != "root", reason="the sandbox runs at root isolation")
+async def test_graded_runs_on_ray_keep_warm_workers_and_nothing_reaches_the_next_run(
+    ray_instance: str, tmp_path: Path
+) -> None:
+    """A grade through Ray, one task at a time: its runs go to the warm workers the Ray
+    workers keep (kept PostgreSQL and nats-server, one used again by a later run), and
+    nothing of one graded run reaches the next (``leave_behind`` leaves a file in every
+    folder it may write, a table, a detached process; it prints what it finds of an earlier
+    one, its roles' oids and its clock)."""
+    program = tmp_path / "leave-behind"
+    program.mkdir()
+    shutil.copyfile(CANDIDATES / "leave_behind.py", program / "main.py")
+    shutil.copyfile(ADVERSARIES / "_probe.py", program / "_probe.py")
+    bundle_program(PAYMENTS, program / "golden")
+    executor = RayExecutor(max_in_flight=1)
+    outcomes: list[RunOutcome] = []
+
+    async def execute(
+        specs: Sequence[RunSpec], jobs: int, progress: OnOutcome | None = None
+    ) -> list[RunOutcome]:
+        done = await executor(specs, jobs, progress)
+        outcomes.extend(done)
+        return done
+
+    seeds = (2, 3, 4, 5)
+    (tmp_path / "traces").mkdir()
+    options = GradeOptions(
+        PAYMENTS, Program.from_path(program), choose_seeds(PAYMENTS, seeds=seeds),
+        jobs=1, out_dir=tmp_path / "traces", executor=execute,
+    )  # fmt: skip
+    grade = await run_grade(options)
+    why = [(s.seed, s.outcome, s.error, s.contained) for s in grade.seeds]
+    assert (grade.reward, grade.errors) == (1.0, 0), why
+    assert executor.describe()["warm"] is True
+    kept = [o.worker.rsplit("warm worker pid ", 1)[-1] for o in outcomes]
+    assert all("warm worker pid" in o.worker for o in outcomes), [o.worker for o in outcomes]
+    assert len(set(kept)) < len(seeds), kept  # a kept worker served a later run again
+    by_seed = {s.seed: s for s in grade.seeds}
+    roles: list[set[str]] = []
+    for seed in seeds:
+        trace = by_seed[seed].trace
+        seen = _lines(trace, "SEEN ")  # its first start's (a crash restarts it)
+        assert seen[:1] == ["nothing"], (seed, seen)
+        roles.append(set(_lines(trace, "ROLES ")[0].split(",")) - {""})
+        assert roles[-1], "the candidate saw no role of its own"
+    for earlier, later in itertools.pairwise(roles):
+        oids = {r.split("=")[1] for r in earlier} & {r.split("=")[1] for r in later}
+        assert oids == set(), (earlier, later)
+    assert leftovers() == []
