@@ -93,6 +93,8 @@ async def test_a_ray_sweep_gives_the_local_verdicts_and_schedules(
         assert read_trace(result.trace).header["seed"] == result.seed
         assert result.verdict["timings"]["workload"] > 0
     assert remote.executor["kind"] == "ray"
+    assert remote.executor["warm"] is True  # each Ray worker kept a warm worker
+    assert all("warm worker pid" in r.worker for r in remote.results)
 
 
 def _running(pid: int) -> bool:
