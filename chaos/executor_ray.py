@@ -287,15 +287,16 @@ def _session_dir(ray: ModuleType) -> Path | None:
         return None
 
 
-def _kept_workers() -> list[psutil.Process]:
-    """The warm workers this process's local Ray workers keep (``_run_kept``): descendants
-    running ``-m chaos.warm_worker``."""
+def _kept_workers(ray: ModuleType) -> list[psutil.Process]:
+    """The warm workers this process's Ray workers keep (``_run_kept``): their children
+    running ``-m chaos.warm_worker`` (a local pool's workers, this process's own, are not)."""
     found = []
-    with contextlib.suppress(psutil.Error):
-        for proc in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                if "chaos.warm_worker" in proc.cmdline()[1:4]:
-                    found.append(proc)
+    for worker in _ray_processes(ray):
+        with contextlib.suppress(psutil.Error):
+            for proc in worker.children():
+                with contextlib.suppress(psutil.Error):
+                    if "chaos.warm_worker" in proc.cmdline()[1:4]:
+                        found.append(proc)
     return found
 
 
@@ -310,7 +311,7 @@ def disconnect() -> None:
     """Leave Ray. A local instance started by ``connect`` stops with all its workers, and
     its session folder (``/tmp/ray/session_*``: logs, sockets) is removed."""
     ray = import_ray()
-    kept = _kept_workers()
+    kept = _kept_workers(ray)
     if ray.is_initialized():
         _shutdown(ray, local=bool(_local_sessions))
     # The warm workers the local instance's workers kept: SIGTERMed as their Ray worker died,

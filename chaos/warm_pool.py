@@ -147,6 +147,9 @@ class KeptWorker:
         except OSError:  # its stdin closed: it ended
             self.popen.wait()
             return None
+        except BaseException:  # interrupted mid-request: its answer would go to the next one
+            self.close()
+            raise
         line, _, self._buffer = self._buffer.partition(b"\n")
         answer: dict[str, Any] = json.loads(line)
         return answer
