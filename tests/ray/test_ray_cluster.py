@@ -162,10 +162,21 @@ async def test_a_node_removed_mid_sweep_has_its_run_retried_on_the_other(
         assert result.attempts <= 2
         assert result.trace == out / f"golden-seed{result.seed}.trace"
         assert read_trace(result.trace).end is not None
-    # The run on the lost node got SIGTERM from its dead worker and stopped.
+    # The run on the lost node (the process that ran it there: started-SEED now names the
+    # survivor's, whose warm worker is kept) got SIGTERM from its dead worker and stopped.
+    lost_run = runs[lost_seed]
+    assert lost_run is not None
     with trio.fail_after(120):
-        while _run_of(pack, lost_seed) is not None:
+        while _alive(lost_run):
             await trio.sleep(0.1)
+
+
+def _alive(process: psutil.Process) -> bool:
+    """Running and not a zombie (an orphan here may stay one: PID 1 does not reap)."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_validate_on_the_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
