@@ -102,10 +102,11 @@ class _Site(_SiteWatch, _SiteNet, _SiteSetup):
             nursery.start_soon(self._tripwire, sock, what)
 
         holder: list[ManagedProcess] = []
-        ready_at = ReadyLine(ready_line)
+        ready_at = self.ready_at = ReadyLine(ready_line)
 
         def sink(service: str, stream: str, line: str) -> None:
-            ready_at.saw(line)
+            if ready_at.saw(line):
+                self.end_boost(ready_at.start)
             if stream == "stderr":
                 self.stderr_tail = [*self.stderr_tail[-19:], line]
             self.lines += 1

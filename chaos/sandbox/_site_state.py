@@ -23,6 +23,7 @@ from chaos.services import (
     registry,
 )
 from chaos.services._netns import NetNamespace
+from chaos.services.ready import ReadyLine
 from invariants.history import SERVICE_PREFIX
 
 if TYPE_CHECKING:
@@ -71,6 +72,10 @@ class _SiteState:
         self.status_offset = 0
         self.start_times: dict[int, float] = {}
         self.given_up: set[int] = set()
+        #: Starts whose boost (``START_NICE``) the harness has taken back.
+        self.unboosted: set[int] = set()
+        #: The candidate's ready line (set when it starts).
+        self.ready_at: ReadyLine | None = None
         self.cpu_seen: dict[tuple[int, int], float] = {}
         self.lines = 0
         self.stopping = False

@@ -67,6 +67,33 @@ class _SiteWatch(_SiteState):
             ended = {"signame": "SIGKILL"} if code == -9 else {"code": code}
             self.report.exits.append({**ended, "t": round(self.now(), 3), "expected": expected})
 
+    def end_boost(self, start: int) -> None:
+        """Take back the start's boost (``START_NICE``): every process of the candidate whose
+        main thread runs at a negative nice goes to 0 (only the main thread the launcher
+        boosted can hold one: the kernel gives nothing it creates the boost, and the
+        candidate cannot raise its own priority). Once per start; a candidate that made
+        itself nicer is left so."""
+        if start in self.unboosted or self.uid is None:
+            return
+        self.unboosted.add(start)
+        for pid in self._candidate_pids():
+            with suppress(OSError):
+                if os.getpriority(os.PRIO_PROCESS, pid) < 0:
+                    os.setpriority(os.PRIO_PROCESS, pid, 0)
+
+    def _boost_over(self) -> None:
+        """The current start's boost ends when it is ready, was given up, or has had its
+        ``ready_s`` (the monitor's check, whatever its ready line does)."""
+        process = self.process
+        if process is None or process.starts in self.unboosted:
+            return
+        start = process.starts
+        since = self.start_times.get(start)
+        late = since is not None and trio.current_time() - since > self.limits.ready_s
+        ready = self.ready_at is not None and self.ready_at.ready(start)
+        if ready or late or start in self.given_up:
+            self.end_boost(start)
+
     def contain(self, reason: str, detail: str) -> None:
         """Stop the candidate for ``reason``: record it, refuse restarts, kill its processes."""
         self.flag.touch()
@@ -106,6 +133,7 @@ class _SiteWatch(_SiteState):
             # one of its processes ended.
             self._check_resources(tick)
             self._read_status()
+            self._boost_over()
             if tick % _DETECT_EVERY == 0 and self.detector is not None:
                 pids = self._candidate_pids()
                 if pids:
