@@ -22,9 +22,19 @@ _MNT_DETACH = 2
 _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 2, 4, 32
 #: How far above its cgroup's pids.max a candidate's RLIMIT_NPROC is set.
 _NPROC_SLACK = 16
+
+
+def _start_nice() -> int:
+    """-5, or CHAOS_START_NICE (measuring only: 0 turns the boost off), kept in -20..0."""
+    try:
+        return max(-20, min(0, int(os.environ.get("CHAOS_START_NICE", "-5"))))
+    except ValueError:
+        return -5
+
+
 #: The nice of a candidate's main thread while it starts (as root; 0 after, see
-#: ``_SiteWatch.end_boost``). CHAOS_START_NICE is for measuring only.
-START_NICE = int(os.environ.get("CHAOS_START_NICE", "-5"))
+#: ``_SiteWatch.end_boost``).
+START_NICE = _start_nice()
 
 
 class _SiteSetup(_SiteState):
