@@ -74,6 +74,8 @@ class _SiteState:
         self.given_up: set[int] = set()
         #: Starts whose boost (``START_NICE``) the harness has taken back.
         self.unboosted: set[int] = set()
+        #: When the monitor first saw each start (its boost lasts ``ready_s`` at most).
+        self.boost_seen: dict[int, float] = {}
         #: The candidate's ready line (set when it starts).
         self.ready_at: ReadyLine | None = None
         self.cpu_seen: dict[tuple[int, int], float] = {}

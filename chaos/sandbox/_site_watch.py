@@ -82,14 +82,15 @@ class _SiteWatch(_SiteState):
                     os.setpriority(os.PRIO_PROCESS, pid, 0)
 
     def _boost_over(self) -> None:
-        """The current start's boost ends when it is ready, was given up, or has had its
-        ``ready_s`` (the monitor's check, whatever its ready line does)."""
+        """The current start's boost ends when it is ready (at once without a ready line),
+        was given up, or has had ``ready_s`` since the monitor first saw it: the monitor's
+        own check, whatever the ready line does and whether or not the pack waits for it."""
         process = self.process
         if process is None or process.starts in self.unboosted:
             return
         start = process.starts
-        since = self.start_times.get(start)
-        late = since is not None and trio.current_time() - since > self.limits.ready_s
+        since = self.boost_seen.setdefault(start, trio.current_time())
+        late = trio.current_time() - since > self.limits.ready_s
         ready = self.ready_at is not None and self.ready_at.ready(start)
         if ready or late or start in self.given_up:
             self.end_boost(start)
