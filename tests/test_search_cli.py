@@ -145,10 +145,19 @@ def test_a_real_search_finds_exactly_once_and_its_trace_replays(tmp_path: Path) 
 
     # The witness may hang on a race (a crash of the consumer on the 2nd delivery, while
     # the 1st order's ack is in flight): its replays reproduce it with a measured fidelity,
-    # not always. It must reproduce at least once in five (exit 0 only when all five do).
-    replayed = chaos_cli("replay", str(trace), "--times", "5", "--json")
-    assert replayed.returncode in (0, 1), replayed.stdout + replayed.stderr
-    assert json.loads(replayed.stdout)["matched"] >= 1, replayed.stdout
+    # not always (exit 0 only when all of them do). It must reproduce at least once: in
+    # five, or (a witness whose race is rare: CI once saw 0 of 5) in fifteen more.
+    matched, outputs = 0, []
+    for times in (5, 15):
+        replayed = chaos_cli("replay", str(trace), "--times", str(times), "--json")
+        assert replayed.returncode in (0, 1), replayed.stdout + replayed.stderr
+        report = json.loads(replayed.stdout)
+        assert len(report["replays"]) == times, report
+        matched += report["matched"]
+        outputs.append(replayed.stdout)
+        if matched:
+            break
+    assert matched >= 1, outputs
 
 
 @pytest.mark.slow
